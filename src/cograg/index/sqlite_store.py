@@ -1,0 +1,294 @@
+"""The embedded store: one SQLite database in WAL mode (SPEC I).
+
+Every write for one document — its row, its chunks, tags and ACL — happens in one transaction,
+so a crash (even `kill -9`) leaves either the old version or the new one, never a mix.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from cograg.errors import StoreError
+from cograg.ingest.models import Chunk, Document
+
+DB_NAME = "cograg.db"
+
+# Each migration moves the schema from version i to i+1; never edit a released one.
+MIGRATIONS: list[str] = [
+    """
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE roots (path TEXT PRIMARY KEY, added_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP);
+    CREATE TABLE documents (
+        doc_id TEXT PRIMARY KEY,
+        source_path TEXT NOT NULL UNIQUE,
+        root TEXT,
+        content_hash TEXT NOT NULL,
+        doc_type TEXT NOT NULL,
+        title TEXT NOT NULL,
+        size_bytes INTEGER NOT NULL,
+        updated_at TEXT NOT NULL,
+        ingested_at TEXT NOT NULL,
+        chunker TEXT NOT NULL,
+        chunk_count INTEGER NOT NULL,
+        metadata TEXT NOT NULL DEFAULT '{}'
+    );
+    CREATE INDEX documents_root ON documents(root);
+    CREATE TABLE document_tags (
+        doc_id TEXT NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
+        tag TEXT NOT NULL,
+        PRIMARY KEY (doc_id, tag)
+    );
+    CREATE TABLE document_acl (
+        doc_id TEXT NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
+        grp TEXT NOT NULL,
+        PRIMARY KEY (doc_id, grp)
+    );
+    CREATE INDEX document_acl_grp ON document_acl(grp);
+    CREATE TABLE chunks (
+        id INTEGER PRIMARY KEY,
+        chunk_id TEXT NOT NULL UNIQUE,
+        doc_id TEXT NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
+        seq INTEGER NOT NULL,
+        text TEXT NOT NULL,
+        start INTEGER NOT NULL,
+        end INTEGER NOT NULL,
+        orig_start INTEGER NOT NULL,
+        orig_end INTEGER NOT NULL,
+        heading_path TEXT NOT NULL DEFAULT '[]',
+        page INTEGER,
+        token_count INTEGER NOT NULL,
+        metadata TEXT NOT NULL DEFAULT '{}',
+        UNIQUE (doc_id, seq)
+    );
+    """,
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(str(path), timeout=30.0, isolation_level=None, check_same_thread=False)
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute("PRAGMA synchronous=NORMAL")  # durable across process crashes in WAL mode
+    conn.execute("PRAGMA foreign_keys=ON")
+    conn.execute("PRAGMA busy_timeout=30000")
+    return conn
+
+
+class SQLiteStore:
+    """Documents and chunks in `<store>/cograg.db`."""
+
+    def __init__(self, directory: Path, *, create: bool = True) -> None:
+        self.directory = Path(directory).expanduser()
+        db = self.directory / DB_NAME
+        if not db.exists() and not create:
+            raise StoreError(f"no store at {self.directory} (run `cograg ingest` first)")
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self.conn = _connect(db)
+            self._migrate()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"cannot open store {db}: {exc}") from exc
+        except OSError as exc:
+            raise StoreError(f"cannot create store directory {self.directory}: {exc.strerror}") from exc
+
+    # ------------------------------------------------------------------ schema
+    def schema_version(self) -> int:
+        return int(self.conn.execute("PRAGMA user_version").fetchone()[0])
+
+    def _migrate(self) -> None:
+        current = self.schema_version()
+        if current > SCHEMA_VERSION:
+            raise StoreError(
+                f"store schema version {current} is newer than this cograg supports ({SCHEMA_VERSION})"
+            )
+        for version in range(current, SCHEMA_VERSION):
+            with self.transaction():
+                for stmt in MIGRATIONS[version].split(";"):
+                    if stmt.strip():
+                        self.conn.execute(stmt)
+                self.conn.execute(f"PRAGMA user_version={version + 1}")
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.conn
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    # ------------------------------------------------------------------ meta
+    def get_meta(self, key: str) -> str | None:
+        row = self.conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.conn.execute("INSERT INTO meta(key, value) VALUES(?, ?) "
+                          "ON CONFLICT(key) DO UPDATE SET value=excluded.value", (key, value))
+
+    # ------------------------------------------------------------------ documents
+    def _doc_from_row(self, row: sqlite3.Row) -> Document:
+        tags = [r[0] for r in self.conn.execute(
+            "SELECT tag FROM document_tags WHERE doc_id=? ORDER BY tag", (row["doc_id"],))]
+        acl = [r[0] for r in self.conn.execute(
+            "SELECT grp FROM document_acl WHERE doc_id=? ORDER BY grp", (row["doc_id"],))]
+        data = dict(row)
+        data["metadata"] = json.loads(data["metadata"])
+        return Document(**data, tags=tags, acl=acl)
+
+    def get_document(self, doc_id: str) -> Document | None:
+        row = self.conn.execute("SELECT * FROM documents WHERE doc_id=?", (doc_id,)).fetchone()
+        return None if row is None else self._doc_from_row(row)
+
+    def get_document_by_path(self, source_path: str) -> Document | None:
+        row = self.conn.execute("SELECT * FROM documents WHERE source_path=?", (source_path,)).fetchone()
+        return None if row is None else self._doc_from_row(row)
+
+    def find_documents(self, ref: str) -> list[Document]:
+        """Documents matching a doc id, a unique doc id prefix, or a source path."""
+        rows = self.conn.execute(
+            "SELECT * FROM documents WHERE doc_id=? OR source_path=? OR doc_id LIKE ? ORDER BY source_path",
+            (ref, ref, ref.replace("%", "").replace("_", "") + "%")).fetchall()
+        exact = [r for r in rows if r["doc_id"] == ref or r["source_path"] == ref]
+        return [self._doc_from_row(r) for r in (exact or rows)]
+
+    def list_documents(self, *, under: str | None = None) -> list[Document]:
+        if under is None:
+            rows = self.conn.execute("SELECT * FROM documents ORDER BY source_path").fetchall()
+        else:
+            prefix = under.rstrip("/") + "/"
+            rows = self.conn.execute(
+                "SELECT * FROM documents WHERE source_path=? OR substr(source_path, 1, ?)=? "
+                "ORDER BY source_path", (under, len(prefix), prefix)).fetchall()
+        return [self._doc_from_row(r) for r in rows]
+
+    def iter_chunks(self, doc_id: str) -> Iterator[Chunk]:
+        for row in self.conn.execute("SELECT * FROM chunks WHERE doc_id=? ORDER BY seq", (doc_id,)):
+            yield _chunk_from_row(row)
+
+    def get_chunk(self, chunk_id: str) -> Chunk | None:
+        row = self.conn.execute("SELECT * FROM chunks WHERE chunk_id=?", (chunk_id,)).fetchone()
+        return None if row is None else _chunk_from_row(row)
+
+    @contextmanager
+    def write_document(self, doc: Document) -> Iterator[_SQLiteDocumentWriter]:
+        """Replace (or add) `doc` and its chunks atomically. The chunk count is checked and
+        recorded at commit, so a stored document always has exactly its chunks."""
+        with self.transaction() as conn:
+            conn.execute("DELETE FROM documents WHERE doc_id=? OR source_path=?",
+                         (doc.doc_id, doc.source_path))
+            self._insert_doc_row(conn, doc)
+            writer = _SQLiteDocumentWriter(conn, doc.doc_id)
+            yield writer
+            conn.execute("UPDATE documents SET chunk_count=? WHERE doc_id=?", (writer.count, doc.doc_id))
+            doc.chunk_count = writer.count
+
+    def _insert_doc_row(self, conn: sqlite3.Connection, doc: Document) -> None:
+        conn.execute(
+            "INSERT INTO documents(doc_id, source_path, root, content_hash, doc_type, title, size_bytes,"
+            " updated_at, ingested_at, chunker, chunk_count, metadata) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
+            (doc.doc_id, doc.source_path, doc.root, doc.content_hash, doc.doc_type, doc.title,
+             doc.size_bytes, doc.updated_at, doc.ingested_at, doc.chunker, doc.chunk_count,
+             json.dumps(doc.metadata, ensure_ascii=False)))
+        self._write_tags_acl(conn, doc)
+
+    def _write_tags_acl(self, conn: sqlite3.Connection, doc: Document) -> None:
+        conn.execute("DELETE FROM document_tags WHERE doc_id=?", (doc.doc_id,))
+        conn.execute("DELETE FROM document_acl WHERE doc_id=?", (doc.doc_id,))
+        conn.executemany("INSERT INTO document_tags(doc_id, tag) VALUES(?, ?)",
+                         [(doc.doc_id, t) for t in sorted(set(doc.tags))])
+        conn.executemany("INSERT INTO document_acl(doc_id, grp) VALUES(?, ?)",
+                         [(doc.doc_id, g) for g in sorted(set(doc.acl))])
+
+    def update_document_metadata(self, doc: Document) -> None:
+        """Tags, ACL, root and timestamps changed but the content did not: no re-chunking."""
+        with self.transaction() as conn:
+            conn.execute("UPDATE documents SET root=?, updated_at=?, ingested_at=?, title=?, metadata=?"
+                         " WHERE doc_id=?", (doc.root, doc.updated_at, doc.ingested_at, doc.title,
+                                             json.dumps(doc.metadata, ensure_ascii=False), doc.doc_id))
+            self._write_tags_acl(conn, doc)
+
+    def delete_document(self, doc_id: str) -> bool:
+        with self.transaction() as conn:
+            cur = conn.execute("DELETE FROM documents WHERE doc_id=?", (doc_id,))
+        return cur.rowcount > 0
+
+    # ------------------------------------------------------------------ roots & stats
+    def add_root(self, root: str) -> None:
+        with self.transaction() as conn:
+            conn.execute("INSERT OR IGNORE INTO roots(path) VALUES(?)", (root,))
+
+    def remove_root(self, root: str) -> None:
+        with self.transaction() as conn:
+            conn.execute("DELETE FROM roots WHERE path=?", (root,))
+
+    def roots(self) -> list[str]:
+        return [r[0] for r in self.conn.execute("SELECT path FROM roots ORDER BY path")]
+
+    def count_chunks(self) -> int:
+        return int(self.conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+
+    def count_documents(self) -> int:
+        return int(self.conn.execute("SELECT count(*) FROM documents").fetchone()[0])
+
+    def check_consistency(self) -> list[str]:
+        """Problems that must never exist: documents whose recorded chunk count differs from the
+        chunks actually stored, and chunks without a document."""
+        problems = [
+            f"document {r[0]} records {r[1]} chunks but has {r[2]}"
+            for r in self.conn.execute(
+                "SELECT d.doc_id, d.chunk_count, count(c.id) FROM documents d "
+                "LEFT JOIN chunks c ON c.doc_id = d.doc_id GROUP BY d.doc_id "
+                "HAVING d.chunk_count != count(c.id)")
+        ]
+        orphans = self.conn.execute(
+            "SELECT count(*) FROM chunks WHERE doc_id NOT IN (SELECT doc_id FROM documents)").fetchone()[0]
+        if orphans:
+            problems.append(f"{orphans} chunks without a document")
+        return problems
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> SQLiteStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _SQLiteDocumentWriter:
+    def __init__(self, conn: sqlite3.Connection, doc_id: str) -> None:
+        self.conn = conn
+        self.doc_id = doc_id
+        self.count = 0
+
+    def add_chunks(self, chunks: Iterable[Chunk]) -> None:
+        rows = [
+            (c.chunk_id, self.doc_id, c.seq, c.text, c.start, c.end, c.orig_start, c.orig_end,
+             json.dumps(c.heading_path, ensure_ascii=False), c.page, c.token_count,
+             json.dumps(c.metadata, ensure_ascii=False))
+            for c in chunks
+        ]
+        self.conn.executemany(
+            "INSERT INTO chunks(chunk_id, doc_id, seq, text, start, end, orig_start, orig_end,"
+            " heading_path, page, token_count, metadata) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+        self.count += len(rows)
+
+
+def _chunk_from_row(row: sqlite3.Row) -> Chunk:
+    data = dict(row)
+    data.pop("id", None)
+    data["heading_path"] = json.loads(data["heading_path"])
+    data["metadata"] = json.loads(data["metadata"])
+    return Chunk(**data)
+
+
+def open_store(directory: Path | str, *, create: bool = True) -> SQLiteStore:
+    return SQLiteStore(Path(directory), create=create)

@@ -1,0 +1,242 @@
+"""Incremental sync (SPEC A4): walk paths, load, normalise, chunk and store each file.
+
+Idempotent: a file whose content hash and chunking are unchanged is not touched; a changed file is
+replaced in one transaction; a file that vanished from an ingested root is deleted with all of its
+chunks. A file that fails to load is reported as skipped and never stops the run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from cograg.config import ChunkingConfig, Settings
+from cograg.errors import IngestError, LoaderError
+from cograg.index.sqlite_store import SQLiteStore
+from cograg.ingest import loaders
+from cograg.ingest.chunking import chunk_block
+from cograg.ingest.models import Block, Chunk, Document, IngestSummary, LoadedDocument, SkippedFile
+from cograg.ingest.normalize import normalize
+from cograg.ingest.tokens import count_tokens
+
+# Bump when loaders/normalisation change output, so stored documents are re-chunked.
+PIPELINE_VERSION = "1"
+CHUNK_BATCH = 512
+
+
+@dataclass
+class ProgressEvent:
+    """Emitted after each file: how far the run is, for progress bars."""
+
+    path: str
+    files_done: int
+    files_total: int
+    chunks_written: int
+    outcome: str  # added | updated | unchanged | skipped | metadata
+
+
+ProgressCallback = Callable[[ProgressEvent], None]
+
+
+def doc_id_for(source_path: str) -> str:
+    """Stable across content changes: the id is derived from the source path only."""
+    return hashlib.sha256(source_path.encode("utf-8")).hexdigest()[:16]
+
+
+def chunk_id_for(doc_id: str, seq: int, text: str) -> str:
+    h = hashlib.blake2b(f"{doc_id}\0{seq}\0{text}".encode(), digest_size=8).hexdigest()
+    return f"{doc_id[:8]}-{h}"
+
+
+def chunker_signature(config: ChunkingConfig) -> str:
+    return f"v{PIPELINE_VERSION}:{config.strategy}:{config.chunk_size}:{config.chunk_overlap}"
+
+
+def chunk_document(loaded: LoadedDocument, doc_id: str, config: ChunkingConfig) -> Iterator[Chunk]:
+    """Normalise each block, cut it into chunks and give each chunk ids and both offset systems.
+
+    Normalised document offsets treat the document as its normalised blocks joined by a blank line.
+    """
+    seq = 0
+    cursor = 0
+    language = loaded.metadata.get("language")
+    for block in loaded.blocks:
+        norm = normalize(block.text, keep_indentation=block.kind == "code")
+        if not norm.text:
+            continue
+        for s, e in chunk_block(norm.text, config, language=language):
+            text = norm.text[s:e]
+            heading = list(block.heading_path)
+            if block.kind == "code":
+                heading = _refine_code_heading(heading, text)
+            yield Chunk(
+                chunk_id=chunk_id_for(doc_id, seq, text), doc_id=doc_id, seq=seq, text=text,
+                start=cursor + s, end=cursor + e,
+                orig_start=block.orig_start + norm.to_original(s),
+                orig_end=block.orig_start + norm.to_original(e),
+                heading_path=heading, page=block.page, token_count=count_tokens(text),
+                metadata=dict(block.meta),
+            )
+            seq += 1
+        cursor += len(norm.text) + 2
+
+
+def _refine_code_heading(heading: list[str], text: str) -> list[str]:
+    """A chunk cut from inside a class is labelled with the first method it contains."""
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith(("def ", "async def ", "func ", "function ")) and line[:1].isspace():
+            name = stripped.split("(", 1)[0].replace("async ", "")
+            return heading + [name] if name not in heading else heading
+    return heading
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds")
+
+
+class Ingestor:
+    """Runs one ingest over paths into a store. See :func:`ingest_paths`."""
+
+    def __init__(self, store: SQLiteStore, settings: Settings, *, tags: list[str] | None = None,
+                 acl: list[str] | None = None, progress: ProgressCallback | None = None) -> None:
+        self.store = store
+        self.settings = settings
+        self.tags = sorted(set(tags or []))
+        self.acl = sorted(set(acl or []))
+        self.progress = progress
+        self.summary = IngestSummary()
+
+    def run(self, paths: list[Path]) -> IngestSummary:
+        started = time.monotonic()
+        roots = [Path(os.path.abspath(os.path.expanduser(p))) for p in paths]
+        if not roots:
+            roots = [Path(r) for r in self.store.roots()]
+            if not roots:
+                raise IngestError("nothing to ingest: give a PATH (no earlier ingest roots are recorded)")
+        known_roots = set(self.store.roots())
+        work: list[tuple[Path, Path, str | None]] = []  # (root, file, walk problem)
+        vanished_roots: list[Path] = []
+        for root in roots:
+            if not root.exists() and not root.is_symlink():
+                if str(root) in known_roots or self.store.list_documents(under=str(root)):
+                    vanished_roots.append(root)
+                    continue
+                raise IngestError(f"path not found: {root}")
+            if root.is_dir():
+                work.extend((root, f, why) for f, why in loaders.walk_files(root))
+            else:
+                work.append((root, root, None))
+
+        total = len(work)
+        seen: set[str] = set()
+        for i, (root, path, problem) in enumerate(work, start=1):
+            source = str(path)
+            seen.add(source)
+            outcome = self._one(root, path, problem)
+            if self.progress:
+                self.progress(ProgressEvent(source, i, total, self.summary.chunks_written, outcome))
+
+        for root in roots:
+            if root in vanished_roots or root.is_dir():
+                for doc in self.store.list_documents(under=str(root)):
+                    if doc.source_path not in seen and not Path(doc.source_path).exists():
+                        if self.store.delete_document(doc.doc_id):
+                            self.summary.deleted += 1
+            if root in vanished_roots:
+                self.store.remove_root(str(root))
+            elif root.is_dir():
+                self.store.add_root(str(root))
+        self.summary.chunks = self.store.count_chunks()
+        self.summary.elapsed_s = round(time.monotonic() - started, 3)
+        return self.summary
+
+    def _skip(self, path: Path, reason: str) -> str:
+        self.summary.skipped.append(SkippedFile(path=str(path), reason=reason))
+        return "skipped"
+
+    def _one(self, root: Path, path: Path, problem: str | None) -> str:
+        if problem is not None:
+            return self._skip(path, problem)
+        source = str(path)
+        existing = self.store.get_document_by_path(source)
+        try:
+            info = loaders.inspect_file(path, int(self.settings.max_file_mb * 1e6))
+        except LoaderError as exc:
+            reason = str(exc)
+            if existing is not None:
+                reason += "; previous version kept"
+            return self._skip(path, reason)
+        config = self.settings.chunking_for(_doc_type_for(info.fmt))
+        signature = chunker_signature(config)
+        doc = Document(
+            doc_id=doc_id_for(source), source_path=source, root=str(root), content_hash=info.sha256,
+            doc_type=_doc_type_for(info.fmt), title=path.name, tags=self.tags, acl=self.acl,
+            size_bytes=info.size, updated_at=_iso(info.mtime), ingested_at=_iso(time.time()),
+            chunker=signature, chunk_count=0, metadata={},
+        )
+        if existing is not None and existing.content_hash == info.sha256 and existing.chunker == signature:
+            if existing.tags == self.tags and existing.acl == self.acl and existing.root == str(root):
+                self.summary.unchanged += 1
+                return "unchanged"
+            doc = existing.model_copy(update={"tags": self.tags, "acl": self.acl, "root": str(root),
+                                              "ingested_at": doc.ingested_at})
+            self.store.update_document_metadata(doc)
+            self.summary.updated += 1
+            return "metadata"
+        try:
+            loaded = loaders.load(info)
+            doc.title = loaded.title
+            doc.metadata = {**loaded.metadata, "format": info.fmt}
+            if info.encoding and info.encoding != "utf-8-sig":
+                doc.metadata["encoding"] = info.encoding
+            with self.store.write_document(doc) as writer:
+                batch: list[Chunk] = []
+                for chunk in chunk_document(loaded, doc.doc_id, config):
+                    batch.append(chunk)
+                    if len(batch) >= CHUNK_BATCH:
+                        writer.add_chunks(batch)
+                        batch.clear()
+                writer.add_chunks(batch)
+                if writer.count == 0:
+                    raise LoaderError("no text content after normalisation")
+        except LoaderError as exc:
+            reason = str(exc) + ("; previous version kept" if existing is not None else "")
+            return self._skip(path, reason)
+        except (UnicodeDecodeError, OSError, ValueError, RecursionError, MemoryError) as exc:
+            reason = f"{type(exc).__name__}: {exc}"[:300]
+            if existing is not None:
+                reason += "; previous version kept"
+            return self._skip(path, reason)
+        for w in loaded.warnings:
+            self.summary.warnings.append(SkippedFile(path=source, reason=w))
+        self.summary.chunks_written += doc.chunk_count
+        if existing is None:
+            self.summary.added += 1
+            return "added"
+        self.summary.updated += 1
+        return "updated"
+
+
+def _doc_type_for(fmt: str) -> str:
+    return loaders.DOC_TYPE_OF_FORMAT.get(fmt, fmt)
+
+
+def ingest_paths(store: SQLiteStore, paths: list[Path | str], *, settings: Settings | None = None,
+                 tags: list[str] | None = None, acl: list[str] | None = None,
+                 progress: ProgressCallback | None = None) -> IngestSummary:
+    """Sync `paths` (files or folders) into `store`; with no paths, re-sync every recorded root.
+
+    Returns counts of documents added, updated, unchanged and deleted, the skipped files with
+    reasons, and the store's total chunk count.
+    """
+    return Ingestor(store, settings or Settings(), tags=tags, acl=acl, progress=progress).run(
+        [Path(p) for p in paths])
+
+
+__all__ = ["Block", "ProgressEvent", "chunk_document", "doc_id_for", "ingest_paths"]

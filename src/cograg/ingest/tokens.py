@@ -1,0 +1,33 @@
+"""Token counting that needs no model file.
+
+Sizes in SPEC A3 are in tokens. We approximate a multilingual subword tokenizer (XLM-R style,
+as used by multilingual-e5): each CJK character is one token, a Latin/digit word is one token
+per ~6 characters (long words split into pieces), and each other symbol is one token. This keeps
+chunk sizes comparable between Chinese and English text, which a character count would not.
+"""
+
+from __future__ import annotations
+
+import re
+
+_CJK = (
+    "\u3040-\u30ff"  # kana
+    "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"  # CJK ideographs
+    "\uac00-\ud7af"  # hangul
+)
+TOKEN_RE = re.compile(rf"[{_CJK}]|[^\W{_CJK}]+|[^\w\s]")
+_WORD_PIECE = 6
+
+
+def _weight(tok: str) -> int:
+    return 1 if len(tok) <= _WORD_PIECE else -(-len(tok) // _WORD_PIECE)
+
+
+def count_tokens(text: str) -> int:
+    """Approximate number of model tokens in `text`."""
+    return sum(_weight(t) for t in TOKEN_RE.findall(text))
+
+
+def token_spans(text: str) -> list[tuple[int, int, int]]:
+    """(start, end, weight) of every token in `text`, in order."""
+    return [(m.start(), m.end(), _weight(m.group())) for m in TOKEN_RE.finditer(text)]
