@@ -30,6 +30,8 @@ app = typer.Typer(help="cograg — verified, cited answers over your documents."
                   pretty_exceptions_enable=False, no_args_is_help=True, add_completion=False)
 docs_app = typer.Typer(help="Manage stored documents.", no_args_is_help=True)
 app.add_typer(docs_app, name="docs")
+eval_app = typer.Typer(help="Evaluate retrieval and answers.", no_args_is_help=True)
+app.add_typer(eval_app, name="eval")
 
 out = Console()
 err = Console(stderr=True)
@@ -38,6 +40,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 StoreOpt = Annotated[Path | None, typer.Option("--store", envvar="COGRAG_STORE",
                                                help="store directory [default: ~/.cograg]")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON object")]
+EmbedderOpt = Annotated[str | None, typer.Option(
+    "--embedder", envvar="COGRAG_EMBEDDER", help="e5-small (default) | minilm | st:DIR | openai:URL[#model] | none")]
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
@@ -93,11 +97,12 @@ def ingest(
     chunk_size: Annotated[int | None, typer.Option(help="chunk size in tokens")] = None,
     chunk_overlap: Annotated[int | None, typer.Option(help="chunk overlap in tokens")] = None,
     max_file_mb: Annotated[float | None, typer.Option(help="skip files larger than this")] = None,
+    embedder: EmbedderOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Add, update and delete documents so the store matches PATHS (idempotent)."""
     settings = _settings(store, chunk_strategy=chunk_strategy, chunk_size=chunk_size,
-                         chunk_overlap=chunk_overlap, max_file_mb=max_file_mb)
+                         chunk_overlap=chunk_overlap, max_file_mb=max_file_mb, embedder=embedder)
     with Engine.open(settings=settings) as engine:
         show_bar = not as_json and err.is_terminal
         with Progress(TextColumn("[bold]ingest"), BarColumn(), MofNCompleteColumn(),
@@ -175,6 +180,109 @@ def docs_delete(ref: Annotated[str, typer.Argument(help="doc id, id prefix or so
         out.print_json(json.dumps({"deleted": doc.doc_id, "source_path": doc.source_path}))
     else:
         out.print(f"deleted {doc.doc_id} ({doc.source_path}, {doc.chunk_count} chunks)", highlight=False)
+
+
+def _ingest_bar() -> Progress:
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=err,
+                    disable=not err.is_terminal, transient=True)
+
+
+@app.command()
+@handle_errors
+def search(
+    query: Annotated[str, typer.Argument(help="what to look for")],
+    k: Annotated[int, typer.Option("-k", "--k", help="number of results")] = 10,
+    mode: Annotated[str, typer.Option(help="bm25 | vector | hybrid")] = "hybrid",
+    variant: Annotated[list[str] | None, typer.Option(
+        "--variant", help="extra query variant, fused by RRF (repeatable)")] = None,
+    groups: Annotated[str | None, typer.Option(help="search as a principal with these groups (comma-separated)")] = None,
+    user: Annotated[str | None, typer.Option(help="search as this user (ACL entry user:NAME)")] = None,
+    fusion: Annotated[str | None, typer.Option(help="rrf | weighted")] = None,
+    policy: Annotated[Path | None, typer.Option(help="corpus_policy.yaml")] = None,
+    reranker: Annotated[str | None, typer.Option(envvar="COGRAG_RERANKER", help="none | cross-encoder:DIR")] = None,
+    explain: Annotated[bool, typer.Option("--explain", help="show each retriever's rank and score")] = False,
+    store: StoreOpt = None,
+    embedder: EmbedderOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Search the store and print the best chunks with their sources."""
+    if mode not in ("bm25", "vector", "hybrid"):
+        raise fail(f"--mode must be bm25, vector or hybrid (got {mode!r})")
+    settings = _settings(store, embedder=embedder, fusion=fusion, policy=policy, reranker=reranker)
+    principal = None
+    if groups is not None or user is not None:
+        from cograg.retrieval.models import Principal
+
+        principal = Principal(user=user, groups=_split(groups))
+    with Engine.open(settings=settings, create=False) as engine:
+        result = engine.search(query, k=k, mode=mode, principal=principal, variants=list(variant or []))
+    if as_json:
+        out.print_json(result.model_dump_json())
+        return
+    for note in result.notes:
+        err.print(f"[yellow]note:[/] {note}", highlight=False)
+    if not result.hits:
+        out.print("no results", highlight=False)
+        return
+    for i, h in enumerate(result.hits, start=1):
+        where = " › ".join([h.title] + [x for x in h.heading_path if x != h.title])
+        page = f" p.{h.page}" if h.page else ""
+        notes = "".join(f" [yellow]({a})[/]" for a in h.annotations)
+        out.print(f"[bold]{i:>2}.[/] [cyan]{where}[/]{page}{notes}  [dim]{h.score:.4f}[/]", highlight=False)
+        out.print(f"    [dim]{h.source} · {h.chunk_id}[/]", highlight=False)
+        if explain:
+            parts = [f"{name}: rank {r.rank}, score {r.score:.4f}" for name, r in sorted(h.retrievers.items())]
+            if h.rerank_score is not None:
+                parts.append(f"rerank: {h.rerank_score:.4f}")
+            out.print("    [magenta]" + (" · ".join(parts) or "no retriever data") + "[/]", highlight=False)
+        if h.snippet_visible:
+            out.print("    " + h.text[:240].replace("\n", " "), highlight=False)
+    if explain:
+        ev = "n/a" if result.evidence_score is None else f"{result.evidence_score:.4f} ({result.evidence_source})"
+        out.print(f"[dim]evidence {ev} · policy {result.policy_version} · filtered {result.filtered_by_policy} · "
+                  f"timings {result.timings_ms}[/]", highlight=False)
+
+
+@eval_app.command("retrieval")
+@handle_errors
+def eval_retrieval(
+    directory: Annotated[Path, typer.Argument(help="BEIR folder: corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv")],
+    split: Annotated[str, typer.Option(help="qrels split")] = "test",
+    modes: Annotated[str, typer.Option(help="comma-separated modes")] = "bm25,vector,hybrid",
+    limit: Annotated[int | None, typer.Option(help="evaluate only the first N queries")] = None,
+    store: Annotated[Path | None, typer.Option("--store", help="store for the corpus [default: <COGRAG_STORE>/eval/<folder name>]")] = None,
+    embedder: EmbedderOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Ingest a BEIR folder (re-used on later runs) and print nDCG@10, Recall@10/100, MRR@10 per mode."""
+    chosen = tuple(m for m in _split(modes))
+    bad = [m for m in chosen if m not in ("bm25", "vector", "hybrid")]
+    if bad or not chosen:
+        raise fail(f"--modes must be a comma-separated subset of bm25,vector,hybrid (got {modes!r})")
+    base = _settings(None, embedder=embedder)
+    eval_store = store or base.store / "eval" / Path(directory).resolve().name
+    settings = base.model_copy(update={"store": eval_store})
+    with Engine.open(settings=settings) as engine, _ingest_bar() as bar:
+        t_ing = bar.add_task("ingest", total=None)
+        t_q = bar.add_task("queries", total=None)
+
+        def on_ingest(ev: ProgressEvent) -> None:
+            bar.update(t_ing, total=ev.files_total, completed=ev.files_done)
+
+        def on_query(mode: str, done: int, total: int) -> None:
+            bar.update(t_q, description=f"queries ({mode})", total=total, completed=done)
+
+        report = engine.eval_retrieval(directory, split, modes=chosen, limit=limit,  # type: ignore[arg-type]
+                                       progress=on_ingest, query_progress=on_query)
+    if as_json:
+        out.print_json(json.dumps(report))
+        return
+    table = Table("mode", "nDCG@10", "Recall@10", "Recall@100", "MRR@10", title=f"{directory} ({split}, {report['queries']} queries)")
+    for m in chosen:
+        r = report[m]
+        table.add_row(m, *(f"{r[key]:.4f}" for key in ("ndcg@10", "recall@10", "recall@100", "mrr@10")))  # type: ignore[index]
+    out.print(table)
 
 
 def main() -> None:

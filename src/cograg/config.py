@@ -48,6 +48,13 @@ class Settings(BaseSettings):
     )
     chunk_size: int | None = Field(None, ge=16, le=8192)
     chunk_overlap: int | None = Field(None, ge=0)
+    embedder: str = Field("e5-small", description="e5-small | minilm | st:DIR | openai:URL[#model] | none")
+    reranker: str = Field("none", description="none | cross-encoder:DIR")
+    policy: Path | None = Field(None, description="corpus_policy.yaml; default <store>/corpus_policy.yaml if present")
+    retrieve_k: int = Field(50, ge=1, le=1000)
+    rrf_k: int = Field(60, ge=1)
+    fusion: Literal["rrf", "weighted"] = "rrf"
+    rerank_candidates: int = Field(20, ge=1, le=200)
 
     def chunking_for(self, doc_type: str) -> ChunkingConfig:
         """The chunking config for a document type, with any global override applied."""

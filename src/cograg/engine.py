@@ -5,13 +5,21 @@ Every CLI command is a thin layer over a method here.
 
 from __future__ import annotations
 
+from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 from cograg.config import Settings
+from pydantic import ValidationError
+
 from cograg.errors import StoreError
+from cograg.index.indexing import ChunkIndexer
 from cograg.index.sqlite_store import SQLiteStore
 from cograg.ingest.models import Chunk, Document, IngestSummary
 from cograg.ingest.pipeline import ProgressCallback, ingest_paths
+from cograg.retrieval.models import Principal, SearchRequest, SearchResult
+from cograg.retrieval.policy import CorpusPolicy, load_policy
+from cograg.retrieval.search import QueryError, Retriever
 
 
 class Engine:
@@ -28,13 +36,87 @@ class Engine:
         settings = settings or Settings()
         if path is not None:
             settings = settings.model_copy(update={"store": Path(path)})
-        return cls(SQLiteStore(settings.store, create=create), settings)
+        return cls(SQLiteStore(settings.store, create=create, indexer=ChunkIndexer()), settings)
+
+    # Models load on first use, so `docs list` never pays for them.
+    @cached_property
+    def embedder(self) -> Any:
+        if self.settings.embedder == "none":
+            return None
+        from cograg.models.embedder import get_embedder
+
+        embedder = get_embedder(self.settings.embedder)
+        self.store.indexer.embedder = embedder
+        self.store.indexer.check_store(self.store.conn)
+        return embedder
+
+    @cached_property
+    def reranker(self) -> Any:
+        if self.settings.reranker == "none":
+            return None
+        from cograg.models.reranker import get_reranker
+
+        return get_reranker(self.settings.reranker)
+
+    @cached_property
+    def policy(self) -> CorpusPolicy:
+        path = self.settings.policy
+        if path is None and (self.settings.store / "corpus_policy.yaml").is_file():
+            path = self.settings.store / "corpus_policy.yaml"
+        return load_policy(path)
+
+    @cached_property
+    def retriever(self) -> Retriever:
+        # the embedder is attached on the first search that needs vectors (bm25 never loads it)
+        return Retriever(self.store, embedder=None, reranker=self.reranker, policy=self.policy)
 
     def ingest(self, paths: list[Path | str], *, tags: list[str] | None = None,
                acl: list[str] | None = None, progress: ProgressCallback | None = None) -> IngestSummary:
-        """Sync files/folders into the store (see :func:`cograg.ingest.pipeline.ingest_paths`)."""
-        return ingest_paths(self.store, paths, settings=self.settings, tags=tags, acl=acl,
-                            progress=progress)
+        """Sync files/folders into the store (see :func:`cograg.ingest.pipeline.ingest_paths`),
+        embedding new and changed chunks in the same transaction as their rows."""
+        _ = self.embedder  # attaches the embedder to the store's indexer (or checks it matches)
+        summary = ingest_paths(self.store, paths, settings=self.settings, tags=tags, acl=acl,
+                               progress=progress)
+        if self.store.backfill_vectors():
+            summary.chunks = self.store.count_chunks()
+        return summary
+
+    def search(self, query: str, *, k: int = 10, mode: str = "hybrid", principal: Principal | None = None,
+               variants: list[str] | None = None, rerank: bool = True, **options: Any) -> SearchResult:
+        """Hybrid (or bm25/vector) search with policy, ACL and optional reranking (SPEC B)."""
+        try:
+            req = SearchRequest(
+                query=query, k=k, mode=mode, principal=principal, variants=variants or [], rerank=rerank,
+                retrieve_k=options.pop("retrieve_k", self.settings.retrieve_k),
+                rrf_k=options.pop("rrf_k", self.settings.rrf_k),
+                fusion=options.pop("fusion", self.settings.fusion),
+                rerank_candidates=options.pop("rerank_candidates", self.settings.rerank_candidates),
+                **options)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            raise QueryError(f"{'.'.join(str(x) for x in first['loc'])}: {first['msg']}") from None
+        return self._retriever_for(req).search(req)
+
+    def _retriever_for(self, req: SearchRequest) -> Retriever:
+        if req.mode != "bm25" and self.retriever.embedder is None:
+            self.retriever.embedder = self.embedder
+        return self.retriever
+
+    def eval_retrieval(self, beir_dir: Path | str, split: str, *, modes: tuple[str, ...] = ("bm25", "vector", "hybrid"),
+                       limit: int | None = None, progress: ProgressCallback | None = None,
+                       query_progress: Any = None) -> dict[str, Any]:
+        """Ingest a BEIR folder's corpus into this store (incrementally) and score each mode."""
+        from cograg.eval.retrieval import evaluate, load_beir
+
+        data = load_beir(beir_dir, split)
+        self.ingest([data.corpus], progress=progress)
+
+        def run(req: SearchRequest) -> list[str | None]:
+            res = self._retriever_for(req).search(req)
+            return [str(h.metadata.get("record_id")) if h.metadata.get("record_id") is not None else None
+                    for h in res.hits]
+
+        return evaluate(run, data, modes, limit=limit, progress=query_progress)  # type: ignore[arg-type]
 
     def documents(self, *, under: str | None = None) -> list[Document]:
         """All stored documents, sorted by source path."""
@@ -61,6 +143,8 @@ class Engine:
         return doc
 
     def close(self) -> None:
+        if "retriever" in self.__dict__:
+            self.retriever.close()
         self.store.close()
 
     def __enter__(self) -> Engine:

@@ -12,7 +12,12 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
+
 from cograg.errors import StoreError
+from cograg.index.analyzer import fts_query
+from cograg.index.indexing import ChunkIndexer
+from cograg.index.vectors import VectorIndex
 from cograg.ingest.models import Chunk, Document
 
 DB_NAME = "cograg.db"
@@ -65,6 +70,22 @@ MIGRATIONS: list[str] = [
         UNIQUE (doc_id, seq)
     );
     """,
+    # 2: keyword index (FTS5 over analysed terms, rowid = chunks.id), dense vectors and the
+    # embedding cache keyed by the hash of the embedded text.
+    """
+    CREATE VIRTUAL TABLE chunks_fts USING fts5(terms, tokenize='unicode61 remove_diacritics 0');
+    CREATE TABLE chunk_vectors (
+        chunk_rowid INTEGER PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
+        vec BLOB NOT NULL
+    );
+    CREATE TABLE embedding_cache (
+        model TEXT NOT NULL,
+        text_hash TEXT NOT NULL,
+        vec BLOB NOT NULL,
+        PRIMARY KEY (model, text_hash)
+    ) WITHOUT ROWID;
+    CREATE TRIGGER chunks_fts_delete AFTER DELETE ON chunks BEGIN DELETE FROM chunks_fts WHERE rowid = old.id; END;
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -82,8 +103,11 @@ def _connect(path: Path) -> sqlite3.Connection:
 class SQLiteStore:
     """Documents and chunks in `<store>/cograg.db`."""
 
-    def __init__(self, directory: Path, *, create: bool = True) -> None:
+    def __init__(self, directory: Path, *, create: bool = True,
+                 indexer: ChunkIndexer | None = None) -> None:
         self.directory = Path(directory).expanduser()
+        self.indexer = indexer or ChunkIndexer()
+        self.vector_index = VectorIndex()
         db = self.directory / DB_NAME
         if not db.exists() and not create:
             raise StoreError(f"no store at {self.directory} (run `cograg ingest` first)")
@@ -108,7 +132,7 @@ class SQLiteStore:
             )
         for version in range(current, SCHEMA_VERSION):
             with self.transaction():
-                for stmt in MIGRATIONS[version].split(";"):
+                for stmt in MIGRATIONS[version].split(";\n"):
                     if stmt.strip():
                         self.conn.execute(stmt)
                 self.conn.execute(f"PRAGMA user_version={version + 1}")
@@ -184,9 +208,10 @@ class SQLiteStore:
             conn.execute("DELETE FROM documents WHERE doc_id=? OR source_path=?",
                          (doc.doc_id, doc.source_path))
             self._insert_doc_row(conn, doc)
-            writer = _SQLiteDocumentWriter(conn, doc.doc_id)
+            writer = _SQLiteDocumentWriter(conn, doc.doc_id, self.indexer, doc.title)
             yield writer
             conn.execute("UPDATE documents SET chunk_count=? WHERE doc_id=?", (writer.count, doc.doc_id))
+            self._bump_generation(conn)
             doc.chunk_count = writer.count
 
     def _insert_doc_row(self, conn: sqlite3.Connection, doc: Document) -> None:
@@ -213,11 +238,110 @@ class SQLiteStore:
                          " WHERE doc_id=?", (doc.root, doc.updated_at, doc.ingested_at, doc.title,
                                              json.dumps(doc.metadata, ensure_ascii=False), doc.doc_id))
             self._write_tags_acl(conn, doc)
+            self._bump_generation(conn)
 
     def delete_document(self, doc_id: str) -> bool:
         with self.transaction() as conn:
             cur = conn.execute("DELETE FROM documents WHERE doc_id=?", (doc_id,))
+            self._bump_generation(conn)
         return cur.rowcount > 0
+
+    # ------------------------------------------------------------------ index generation
+    @staticmethod
+    def _bump_generation(conn: sqlite3.Connection) -> None:
+        conn.execute("INSERT INTO meta(key, value) VALUES('generation', '1') ON CONFLICT(key) "
+                     "DO UPDATE SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT)")
+
+    def generation(self) -> str:
+        """Changes whenever any process commits a document write; caches key on it."""
+        return self.get_meta("generation") or "0"
+
+    # ------------------------------------------------------------------ search
+    def allowed_doc_ids(self, groups: list[str]) -> set[str] | None:
+        """Documents a principal with `groups` may read: those without an ACL and those whose ACL
+        names one of the groups. None means no document in the store has an ACL (no filter)."""
+        if self.conn.execute("SELECT 1 FROM document_acl LIMIT 1").fetchone() is None:
+            return None
+        q = ("SELECT doc_id FROM documents d WHERE NOT EXISTS "
+             "(SELECT 1 FROM document_acl a WHERE a.doc_id = d.doc_id)")
+        params: list[str] = []
+        if groups:
+            q += f" UNION SELECT doc_id FROM document_acl WHERE grp IN ({','.join('?' * len(groups))})"
+            params = list(groups)
+        return {r[0] for r in self.conn.execute(q, params)}
+
+    def keyword_search(self, query: str, k: int, groups: list[str] | None = None) -> list[tuple[int, float]]:
+        """BM25 over the analysed terms: (chunk rowid, score) best first; higher is better.
+        With `groups`, the ACL restriction is part of the same SQL query."""
+        match = fts_query(query)
+        if match is None or k <= 0:
+            return []
+        sql = "SELECT rowid, bm25(chunks_fts) AS s FROM chunks_fts WHERE chunks_fts MATCH ?"
+        params: list[object] = [match]
+        if groups is not None and self.conn.execute("SELECT 1 FROM document_acl LIMIT 1").fetchone():
+            marks = ",".join("?" * len(groups)) or "NULL"
+            sql += (" AND rowid IN (SELECT c.id FROM chunks c JOIN documents d ON d.doc_id = c.doc_id"
+                    " WHERE NOT EXISTS (SELECT 1 FROM document_acl a WHERE a.doc_id = d.doc_id)"
+                    f" OR EXISTS (SELECT 1 FROM document_acl a WHERE a.doc_id = d.doc_id AND a.grp IN ({marks})))")
+            params += list(groups)
+        sql += " ORDER BY s LIMIT ?"
+        params.append(k)
+        # FTS5's bm25() is negative (smaller is better); flip it so every retriever says higher = better
+        return [(int(r[0]), -float(r[1])) for r in self.conn.execute(sql, params)]
+
+    def vector_search(self, query_vec: np.ndarray, k: int,
+                      groups: list[str] | None = None) -> list[tuple[int, float]]:
+        allowed = self.allowed_doc_ids(groups) if groups is not None else None
+        return self.vector_index.search(self.conn, self.generation(), query_vec, k, allowed)
+
+    def has_vectors(self) -> bool:
+        return self.conn.execute("SELECT 1 FROM chunk_vectors LIMIT 1").fetchone() is not None
+
+    def chunks_by_rowid(self, rowids: list[int]) -> dict[int, tuple[Chunk, Document]]:
+        """Chunks with their documents, for turning index hits into results."""
+        if not rowids:
+            return {}
+        out: dict[int, tuple[Chunk, Document]] = {}
+        docs: dict[str, Document] = {}
+        for i in range(0, len(rowids), 500):
+            part = rowids[i:i + 500]
+            for row in self.conn.execute(
+                    f"SELECT * FROM chunks WHERE id IN ({','.join('?' * len(part))})", part):
+                chunk = _chunk_from_row(row)
+                if chunk.doc_id not in docs:
+                    doc = self.get_document(chunk.doc_id)
+                    assert doc is not None
+                    docs[chunk.doc_id] = doc
+                out[int(row["id"])] = (chunk, docs[chunk.doc_id])
+        return out
+
+    def chunks_missing_vectors(self, limit: int = 100_000) -> list[tuple[int, Chunk, str]]:
+        rows = self.conn.execute(
+            "SELECT c.*, d.title AS doc_title FROM chunks c JOIN documents d ON d.doc_id = c.doc_id "
+            "WHERE c.id NOT IN (SELECT chunk_rowid FROM chunk_vectors) ORDER BY c.id LIMIT ?", (limit,))
+        out = []
+        for row in rows:
+            data = dict(row)
+            title = data.pop("doc_title")
+            out.append((int(data["id"]), _chunk_from_row(data), title))
+        return out
+
+    def backfill_vectors(self, batch: int = 256) -> int:
+        """Embed chunks stored without vectors (e.g. ingested before an embedder was configured)."""
+        if self.indexer.embedder is None:
+            return 0
+        done = 0
+        while todo := self.chunks_missing_vectors(batch):
+            with self.transaction() as conn:
+                from cograg.index.indexing import index_text
+                vecs = self.indexer.embed_cached(conn, [index_text(c, t) for _, c, t in todo])
+                self.indexer.check_store(conn)
+                self.indexer._record_model(conn)
+                conn.executemany("INSERT OR REPLACE INTO chunk_vectors(chunk_rowid, vec) VALUES(?, ?)",
+                                 [(rid, v.tobytes()) for (rid, _, _), v in zip(todo, vecs)])
+                self._bump_generation(conn)
+            done += len(todo)
+        return done
 
     # ------------------------------------------------------------------ roots & stats
     def add_root(self, root: str) -> None:
@@ -264,25 +388,33 @@ class SQLiteStore:
 
 
 class _SQLiteDocumentWriter:
-    def __init__(self, conn: sqlite3.Connection, doc_id: str) -> None:
+    def __init__(self, conn: sqlite3.Connection, doc_id: str, indexer: ChunkIndexer, title: str) -> None:
         self.conn = conn
         self.doc_id = doc_id
+        self.indexer = indexer
+        self.title = title
         self.count = 0
 
     def add_chunks(self, chunks: Iterable[Chunk]) -> None:
+        chunks_list = list(chunks)
         rows = [
             (c.chunk_id, self.doc_id, c.seq, c.text, c.start, c.end, c.orig_start, c.orig_end,
              json.dumps(c.heading_path, ensure_ascii=False), c.page, c.token_count,
              json.dumps(c.metadata, ensure_ascii=False))
-            for c in chunks
+            for c in chunks_list
         ]
         self.conn.executemany(
             "INSERT INTO chunks(chunk_id, doc_id, seq, text, start, end, orig_start, orig_end,"
             " heading_path, page, token_count, metadata) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+        if rows:
+            ids = dict(self.conn.execute(
+                "SELECT seq, id FROM chunks WHERE doc_id=? AND seq BETWEEN ? AND ?",
+                (self.doc_id, rows[0][2], rows[-1][2])).fetchall())
+            self.indexer.index(self.conn, [(ids[c.seq], c) for c in chunks_list], self.title)
         self.count += len(rows)
 
 
-def _chunk_from_row(row: sqlite3.Row) -> Chunk:
+def _chunk_from_row(row: sqlite3.Row | dict) -> Chunk:
     data = dict(row)
     data.pop("id", None)
     data["heading_path"] = json.loads(data["heading_path"])
@@ -290,5 +422,6 @@ def _chunk_from_row(row: sqlite3.Row) -> Chunk:
     return Chunk(**data)
 
 
-def open_store(directory: Path | str, *, create: bool = True) -> SQLiteStore:
-    return SQLiteStore(Path(directory), create=create)
+def open_store(directory: Path | str, *, create: bool = True,
+               indexer: ChunkIndexer | None = None) -> SQLiteStore:
+    return SQLiteStore(Path(directory), create=create, indexer=indexer)

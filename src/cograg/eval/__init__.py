@@ -1,0 +1,1 @@
+"""Evaluation (SPEC H): retrieval metrics on BEIR-format data; answer metrics come later."""

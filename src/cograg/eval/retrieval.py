@@ -1,0 +1,122 @@
+"""Retrieval evaluation on BEIR-format folders (SPEC H): nDCG@10, Recall@10/100, MRR@10 per mode.
+
+The corpus is ingested as one JSONL document whose records keep their BEIR `_id`; chunk hits are
+mapped back to record ids (first occurrence wins) before scoring, so long passages split into
+several chunks are judged as the passage they came from.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from cograg.errors import CogragError
+from cograg.retrieval.models import SearchMode, SearchRequest
+
+
+class BeirData(BaseModel):
+    corpus: Path
+    queries: dict[str, str]
+    qrels: dict[str, dict[str, int]]
+
+
+def load_beir(directory: Path | str, split: str) -> BeirData:
+    d = Path(directory)
+    corpus, queries_file, qrels_file = d / "corpus.jsonl", d / "queries.jsonl", d / "qrels" / f"{split}.tsv"
+    for f in (corpus, queries_file, qrels_file):
+        if not f.is_file():
+            raise CogragError(f"not a BEIR folder: missing {f}")
+    qrels: dict[str, dict[str, int]] = {}
+    with open(qrels_file, encoding="utf-8") as fh:
+        for line_no, line in enumerate(fh, start=1):
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) < 3 or (line_no == 1 and not parts[2].lstrip("-").isdigit()):
+                continue  # header or blank
+            qrels.setdefault(parts[0], {})[parts[1]] = int(parts[2])
+    queries: dict[str, str] = {}
+    with open(queries_file, encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                rec = json.loads(line)
+                if rec["_id"] in qrels:
+                    queries[rec["_id"]] = rec["text"]
+    if not queries:
+        raise CogragError(f"no queries of split {split!r} have relevance judgements")
+    return BeirData(corpus=corpus, queries=queries, qrels=qrels)
+
+
+def ndcg_at_k(ranked: list[str], rels: dict[str, int], k: int = 10) -> float:
+    dcg = sum((2 ** rels.get(doc, 0) - 1) / math.log2(i + 2) for i, doc in enumerate(ranked[:k]))
+    ideal = sorted((r for r in rels.values() if r > 0), reverse=True)[:k]
+    idcg = sum((2 ** r - 1) / math.log2(i + 2) for i, r in enumerate(ideal))
+    return dcg / idcg if idcg > 0 else 0.0
+
+
+def recall_at_k(ranked: list[str], rels: dict[str, int], k: int) -> float:
+    relevant = {d for d, r in rels.items() if r > 0}
+    return len(relevant & set(ranked[:k])) / len(relevant) if relevant else 0.0
+
+
+def mrr_at_k(ranked: list[str], rels: dict[str, int], k: int = 10) -> float:
+    for i, doc in enumerate(ranked[:k]):
+        if rels.get(doc, 0) > 0:
+            return 1.0 / (i + 1)
+    return 0.0
+
+
+def record_ranking(record_ids: Iterable[str | None]) -> list[str]:
+    seen: dict[str, None] = {}
+    for rid in record_ids:
+        if rid is not None and rid not in seen:
+            seen[rid] = None
+    return list(seen)
+
+
+def evaluate(search: Callable[[SearchRequest], list[str | None]], data: BeirData,
+             modes: Iterable[SearchMode], *, limit: int | None = None,
+             progress: Callable[[str, int, int], None] | None = None) -> dict[str, object]:
+    """Score `search` (request → record ids of the hits, best first) for each mode."""
+    qids = sorted(data.queries)[:limit] if limit else sorted(data.queries)
+    report: dict[str, object] = {}
+    for mode in modes:
+        sums = {"ndcg@10": 0.0, "recall@10": 0.0, "recall@100": 0.0, "mrr@10": 0.0}
+        for i, qid in enumerate(qids, start=1):
+            ranked = record_ranking(search(SearchRequest(query=data.queries[qid], k=300, retrieve_k=200,
+                                                         mode=mode, rerank=False)))
+            rels = data.qrels[qid]
+            sums["ndcg@10"] += ndcg_at_k(ranked, rels, 10)
+            sums["recall@10"] += recall_at_k(ranked, rels, 10)
+            sums["recall@100"] += recall_at_k(ranked, rels, 100)
+            sums["mrr@10"] += mrr_at_k(ranked, rels, 10)
+            if progress:
+                progress(mode, i, len(qids))
+        report[mode] = {k: round(v / len(qids), 4) for k, v in sums.items()}
+    report["queries"] = len(qids)
+    return report
+
+
+def hotpot_to_beir(question_file: Path | str, corpus_file: Path | str, out_dir: Path | str) -> Path:
+    """BEIR view of a HotpotQA sample: each paragraph a corpus record (title + sentences), each
+    question a query, its supporting paragraphs the qrels (split `train`)."""
+    questions = json.loads(Path(question_file).read_text(encoding="utf-8"))
+    corpus = json.loads(Path(corpus_file).read_text(encoding="utf-8"))
+    out = Path(out_dir)
+    (out / "qrels").mkdir(parents=True, exist_ok=True)
+    ids = {title: f"P{i:04d}" for i, title in enumerate(corpus)}
+    with open(out / "corpus.jsonl", "w", encoding="utf-8") as fh:
+        for title, sentences in corpus.items():
+            text = "".join(sentences).strip() if isinstance(sentences, list) else str(sentences)
+            fh.write(json.dumps({"_id": ids[title], "title": title, "text": text}, ensure_ascii=False) + "\n")
+    with open(out / "queries.jsonl", "w", encoding="utf-8") as qf, \
+            open(out / "qrels" / "train.tsv", "w", encoding="utf-8") as rf:
+        rf.write("query-id\tcorpus-id\tscore\n")
+        for q in questions:
+            qf.write(json.dumps({"_id": q["_id"], "text": q["question"]}, ensure_ascii=False) + "\n")
+            for title in sorted({t for t, _ in q["supporting_facts"]}):
+                if title in ids:
+                    rf.write(f"{q['_id']}\t{ids[title]}\t1\n")
+    return out

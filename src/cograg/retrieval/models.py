@@ -1,0 +1,91 @@
+"""Typed inputs and outputs of the retrieval stage."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field, field_validator
+
+SearchMode = Literal["bm25", "vector", "hybrid"]
+FusionMethod = Literal["rrf", "weighted"]
+
+MAX_QUERY_CHARS = 4000  # longer queries are cut here; the result says so
+
+
+class Principal(BaseModel):
+    """Who is asking (SPEC B3). Documents without an ACL are readable by everyone; otherwise the
+    document ACL must name one of `groups`, `user:<user>` or `tenant:<tenant>`."""
+
+    user: str | None = None
+    groups: list[str] = Field(default_factory=list)
+    tenant: str | None = None
+
+    def acl_keys(self) -> list[str]:
+        keys = list(self.groups)
+        if self.user:
+            keys.append(f"user:{self.user}")
+        if self.tenant:
+            keys.append(f"tenant:{self.tenant}")
+        return sorted(set(keys))
+
+
+class SearchRequest(BaseModel):
+    query: str
+    k: int = Field(10, description="results to return")
+    mode: SearchMode = "hybrid"
+    retrieve_k: int = Field(50, ge=1, le=1000, description="candidates per retriever")
+    fusion: FusionMethod = "rrf"
+    rrf_k: int = Field(60, ge=1)
+    vector_weight: float = Field(0.5, ge=0.0, le=1.0, description="weight of vectors in weighted fusion")
+    variants: list[str] = Field(default_factory=list, description="extra query variants fused by RRF (B5)")
+    principal: Principal | None = None
+    rerank: bool = True
+    rerank_candidates: int = Field(20, ge=1, le=200)
+
+    @field_validator("k")
+    @classmethod
+    def _k_positive(cls, v: int) -> int:
+        if v < 1:
+            raise ValueError("k must be at least 1")
+        if v > 1000:
+            raise ValueError("k must be at most 1000")
+        return v
+
+
+class RetrieverHit(BaseModel):
+    rank: int
+    score: float
+
+
+class SearchHit(BaseModel):
+    chunk_id: str
+    doc_id: str
+    seq: int
+    text: str
+    title: str
+    source: str
+    heading_path: list[str] = Field(default_factory=list)
+    page: int | None = None
+    start: int
+    end: int
+    token_count: int
+    metadata: dict[str, object] = Field(default_factory=dict)
+    score: float = Field(description="final score used for ordering (fusion, policy, reranker)")
+    retrievers: dict[str, RetrieverHit] = Field(default_factory=dict, description="rank/score per retriever")
+    fused_score: float | None = None
+    rerank_score: float | None = None
+    annotations: list[str] = Field(default_factory=list)
+    snippet_visible: bool = True
+
+
+class SearchResult(BaseModel):
+    query: str
+    mode: SearchMode
+    hits: list[SearchHit]
+    evidence_score: float | None = Field(
+        None, description="best evidence for the query: reranker score if reranking ran, else best cosine")
+    evidence_source: str | None = None
+    policy_version: str | None = None
+    filtered_by_policy: int = 0
+    notes: list[str] = Field(default_factory=list)
+    timings_ms: dict[str, float] = Field(default_factory=dict)

@@ -1,0 +1,196 @@
+"""Hybrid search (SPEC B1–B5): BM25 and vectors, fused; policy; reranking; query variants.
+
+Pure composition over the store's two indexes: the store answers "which rowids, what score", this
+module decides ranking, filtering and what the caller is told about the evidence.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol
+
+import numpy as np
+
+from cograg.errors import CogragError, StoreError
+from cograg.index.sqlite_store import SQLiteStore
+from cograg.retrieval.fusion import rrf, weighted_fusion
+from cograg.retrieval.models import (MAX_QUERY_CHARS, RetrieverHit, SearchHit, SearchRequest,
+                                     SearchResult)
+from cograg.retrieval.policy import OLD_DOCUMENT, CorpusPolicy
+
+_SEARCHABLE = re.compile(r"[^\W_]", re.UNICODE)
+
+
+class QueryError(CogragError):
+    """The query cannot be searched (empty, only punctuation, …)."""
+
+
+class QueryEmbedder(Protocol):
+    name: str
+    dim: int
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray: ...
+
+
+class PassageReranker(Protocol):
+    name: str
+
+    def score(self, query: str, passages: list[str]) -> list[float] | None: ...
+
+
+class Retriever:
+    """Searches one store. `embedder` must be the one the store's vectors were built with."""
+
+    def __init__(self, store: SQLiteStore, *, embedder: QueryEmbedder | None = None,
+                 reranker: PassageReranker | None = None, policy: CorpusPolicy | None = None) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.reranker = reranker
+        self.policy = policy or CorpusPolicy()
+        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="cograg-search")
+
+    # ------------------------------------------------------------------ one query, one mode
+    def _embed(self, query: str) -> np.ndarray:
+        assert self.embedder is not None
+        return np.asarray(self.embedder.embed_queries([query])[0], dtype=np.float32)
+
+    def _run(self, query: str, req: SearchRequest, groups: list[str] | None,
+             timings: dict[str, float], qvec: np.ndarray | None) -> tuple[list[int], dict[int, dict[str, RetrieverHit]], dict[int, float], float | None]:
+        """Ranked rowids for one query string plus per-retriever hits and fused scores."""
+        per: dict[int, dict[str, RetrieverHit]] = {}
+        bm25: list[tuple[int, float]] = []
+        vec: list[tuple[int, float]] = []
+        t0 = time.perf_counter()
+        if req.mode == "hybrid":
+            fut = self._pool.submit(self.store.keyword_search, query, req.retrieve_k, groups)
+            vec = self.store.vector_search(qvec, req.retrieve_k, groups)  # type: ignore[arg-type]
+            bm25 = fut.result()
+        elif req.mode == "bm25":
+            bm25 = self.store.keyword_search(query, req.retrieve_k, groups)
+        else:
+            vec = self.store.vector_search(qvec, req.retrieve_k, groups)  # type: ignore[arg-type]
+        timings["retrieve"] = timings.get("retrieve", 0.0) + (time.perf_counter() - t0) * 1000
+        for name, hits in (("bm25", bm25), ("vector", vec)):
+            for rank, (rid, score) in enumerate(hits, start=1):
+                per.setdefault(rid, {})[name] = RetrieverHit(rank=rank, score=score)
+        best_cos = vec[0][1] if vec else None
+        if req.mode != "hybrid":
+            only = bm25 or vec
+            return [r for r, _ in only], per, {r: s for r, s in only}, best_cos
+        if req.fusion == "weighted":
+            fused = weighted_fusion([dict(bm25), dict(vec)], [1 - req.vector_weight, req.vector_weight])
+        else:
+            fused = rrf([[r for r, _ in bm25], [r for r, _ in vec]], k=req.rrf_k)
+        return [r for r, _ in fused], per, dict(fused), best_cos
+
+    # ------------------------------------------------------------------ public
+    def search(self, req: SearchRequest) -> SearchResult:
+        started = time.perf_counter()
+        timings: dict[str, float] = {}
+        notes: list[str] = []
+        query = req.query.strip()
+        if not query:
+            raise QueryError("empty query")
+        if len(query) > MAX_QUERY_CHARS:
+            query = query[:MAX_QUERY_CHARS]
+            notes.append(f"query truncated to {MAX_QUERY_CHARS} characters")
+        queries = [query] + [v.strip()[:MAX_QUERY_CHARS] for v in req.variants if v.strip()]
+        queries = [q for q in dict.fromkeys(queries) if _SEARCHABLE.search(q)]
+        if not queries:
+            notes.append("the query has no searchable words (only punctuation or symbols)")
+            return SearchResult(query=query, mode=req.mode, hits=[], notes=notes,
+                                policy_version=self.policy.policy_version())
+        mode = req.mode
+        if mode != "bm25":
+            if self.embedder is None:
+                raise StoreError("vector search needs an embedder; use --mode bm25 or configure one")
+            if not self.store.has_vectors():
+                if self.store.count_chunks() == 0:
+                    notes.append("the store is empty")
+                    return SearchResult(query=query, mode=mode, hits=[], notes=notes)
+                raise StoreError("this store has no vectors yet; run `cograg ingest` with an embedder")
+            self.store.indexer.check_store(self.store.conn)
+        groups = req.principal.acl_keys() if req.principal is not None else None
+        req = req.model_copy(update={"mode": mode})
+
+        rankings: list[list[int]] = []
+        per: dict[int, dict[str, RetrieverHit]] = {}
+        single_scores: dict[int, float] = {}
+        best_cos: float | None = None
+        for q in queries:
+            qvec = None
+            if mode != "bm25":
+                t0 = time.perf_counter()
+                qvec = self._embed(q)
+                timings["embed_query"] = timings.get("embed_query", 0.0) + (time.perf_counter() - t0) * 1000
+            ranked, hits, scores, cos = self._run(q, req, groups, timings, qvec)
+            rankings.append(ranked)
+            if q == query:
+                per, single_scores = hits, scores
+            else:
+                for rid, h in hits.items():
+                    per.setdefault(rid, {}).update({f"{k}[{len(rankings) - 1}]": v for k, v in h.items()})
+            if cos is not None:
+                best_cos = cos if best_cos is None else max(best_cos, cos)
+        if len(rankings) > 1:  # B5: variants fused by RRF
+            fused = rrf(rankings, k=req.rrf_k)
+            order, scores = [r for r, _ in fused], dict(fused)
+        else:
+            order, scores = rankings[0], single_scores
+
+        t0 = time.perf_counter()
+        rows = self.store.chunks_by_rowid(order)
+        hits_out: list[SearchHit] = []
+        filtered = 0
+        for rid in order:
+            if rid not in rows:
+                continue
+            chunk, doc = rows[rid]
+            if not self.policy.admits(doc.source_path, doc.tags):
+                filtered += 1
+                continue
+            score = scores[rid]
+            annotations: list[str] = []
+            if self.policy.is_old(doc.updated_at):
+                if self.policy.max_age_action == "downweight":
+                    score *= self.policy.downweight_factor
+                annotations.append(OLD_DOCUMENT)
+            hits_out.append(SearchHit(
+                chunk_id=chunk.chunk_id, doc_id=chunk.doc_id, seq=chunk.seq, text=chunk.text,
+                title=doc.title, source=doc.source_path, heading_path=chunk.heading_path, page=chunk.page,
+                start=chunk.start, end=chunk.end, token_count=chunk.token_count, metadata=chunk.metadata,
+                score=score, fused_score=scores[rid], retrievers=per.get(rid, {}), annotations=annotations,
+                snippet_visible=self.policy.snippet_visible))
+        hits_out.sort(key=lambda h: -h.score)
+        timings["policy"] = (time.perf_counter() - t0) * 1000
+
+        evidence, evidence_source = best_cos, ("vector_cosine" if best_cos is not None else None)
+        if self.reranker is not None and req.rerank and hits_out:
+            t0 = time.perf_counter()
+            head = hits_out[:max(req.rerank_candidates, req.k)]
+            hits_out, reranked = self._rerank(query, head, hits_out)
+            if reranked:
+                evidence, evidence_source = hits_out[0].rerank_score, f"reranker:{self.reranker.name}"
+            timings["rerank"] = (time.perf_counter() - t0) * 1000
+        timings["total"] = (time.perf_counter() - started) * 1000
+        return SearchResult(query=query, mode=mode, hits=hits_out[:req.k], evidence_score=evidence,
+                            evidence_source=evidence_source, policy_version=self.policy.policy_version(),
+                            filtered_by_policy=filtered, notes=notes,
+                            timings_ms={k: round(v, 2) for k, v in timings.items()})
+
+    def _rerank(self, query: str, head: list[SearchHit], hits: list[SearchHit]) -> tuple[list[SearchHit], bool]:
+        """Reorder the head by reranker score (B4); a reranker that returns None keeps fusion order."""
+        assert self.reranker is not None
+        scores = self.reranker.score(query, [h.text for h in head])
+        if scores is None:
+            return hits, False
+        for h, s in zip(head, scores):
+            h.rerank_score = float(s)
+            h.score = float(s)
+        head = sorted(head, key=lambda h: -(h.rerank_score or 0.0))
+        return head + hits[len(head):], True
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False)
