@@ -285,6 +285,103 @@ def eval_retrieval(
     out.print(table)
 
 
+@app.command()
+@handle_errors
+def ask(
+    question: Annotated[str, typer.Argument(help="the question")],
+    model: Annotated[str | None, typer.Option("--model", envvar="COGRAG_LLM",
+                                              help="default | fast | gguf:PATH | openai:URL[#model]")] = None,
+    judge: Annotated[str | None, typer.Option(envvar="COGRAG_JUDGE", help="llm | lexical | nli:DIR")] = None,
+    groups: Annotated[str | None, typer.Option(help="ask as a principal with these groups")] = None,
+    user: Annotated[str | None, typer.Option(help="ask as this user")] = None,
+    explain: Annotated[bool, typer.Option("--explain", help="show verdicts, removals and model calls")] = False,
+    store: StoreOpt = None,
+    embedder: EmbedderOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Answer QUESTION from the store with numbered citations that were checked against their sources."""
+    settings = _settings(store, embedder=embedder, llm=model, judge=judge)
+    principal = None
+    if groups is not None or user is not None:
+        from cograg.retrieval.models import Principal
+
+        principal = Principal(user=user, groups=_split(groups))
+    with Engine.open(settings=settings, create=False) as engine:
+        with err.status("thinking…", spinner="dots") if err.is_terminal and not as_json else _nullcontext():
+            resp = engine.ask(question, principal=principal)
+        trace = engine.trace(resp.trace_id) if explain else None
+    if as_json:
+        out.print_json(resp.model_dump_json())
+        return
+    style = "yellow" if resp.fallback else "green"
+    out.print(f"[{style}]{resp.answer}[/]", highlight=False)
+    if resp.citations:
+        out.print()
+    for c in resp.citations:
+        where = " › ".join([c.title] + [h for h in c.heading_path if h != c.title])
+        page = f", p. {c.page}" if c.page else ""
+        old = "".join(f" ({a})" for a in c.annotations)
+        out.print(f"[bold][{c.id}][/] {where}{page}{old} — [dim]{c.source}[/]", highlight=False)
+        out.print(f"    “{c.quote}”", highlight=False)
+    out.print(f"\n[dim]route {resp.route} · grounded {resp.grounded} · confidence {resp.confidence:.2f} · "
+              f"trace {resp.trace_id}[/]", highlight=False)
+    if explain and trace is not None:
+        _print_trace(trace)
+
+
+class _nullcontext:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _print_trace(t: dict[str, Any]) -> None:
+    out.print(f"[bold]trace {t['trace_id']}[/] · {t.get('created_at', '')} · route {t.get('route')}", highlight=False)
+    out.print(f"question: {t.get('question')}", highlight=False)
+    out.print(f"prompts: {t.get('prompt_versions')}", highlight=False)
+    for e in t.get("events", []):
+        data = ", ".join(f"{k}={v}" for k, v in e.get("data", {}).items())
+        out.print(f"  {e['at_ms']:>9.1f} ms  {e['name']}  [dim]{data}[/]", highlight=False)
+    if t.get("retrieved"):
+        out.print("retrieved: " + ", ".join(r["chunk_id"] for r in t["retrieved"]), highlight=False)
+    for f in t.get("injection_flags", []):
+        out.print(f"  [red]injection flagged[/] block {f['block']} ({f['kind']}): {f['text'][:100]}", highlight=False)
+    for c in t.get("model_calls", []):
+        status = "ok" if c["ok"] else f"failed: {c['error']}"
+        out.print(f"  model {c['model']} ({c['purpose']}): {c['prompt_tokens']}+{c['completion_tokens']} tokens, "
+                  f"{c['duration_ms']:.0f} ms, {status}", highlight=False)
+    for v in t.get("verdicts", []):
+        mark = "[green]kept[/]" if v["kept"] else "[red]dropped[/]"
+        out.print(f"  {mark} {v['verdict']} via {v['method']}: {v['sentence'][:120]}  [dim]{v['reason']}[/]",
+                  highlight=False)
+    outcome = t.get("outcome", {})
+    if outcome:
+        out.print(f"outcome: fallback={outcome.get('fallback')} grounded={outcome.get('grounded')} "
+                  f"removed={outcome.get('removed')}", highlight=False)
+
+
+@app.command("trace")
+@handle_errors
+def trace_cmd(trace_id: Annotated[str | None, typer.Argument(help="trace id (or prefix); none = list recent")] = None,
+              store: StoreOpt = None, as_json: JsonOpt = False) -> None:
+    """Print the stored trace of an answer: route, prompts, retrieval, model calls, verdicts."""
+    with Engine.open(settings=_settings(store), create=False) as engine:
+        if trace_id is None:
+            rows = engine.store.list_traces()
+            if as_json:
+                out.print_json(json.dumps(rows, ensure_ascii=False))
+            for r in rows if not as_json else []:
+                out.print(f"{r['trace_id']}  {r['created_at']}  {r['question'][:80]}", highlight=False)
+            return
+        t = engine.trace(trace_id)
+    if as_json:
+        out.print_json(json.dumps(t, ensure_ascii=False, default=str))
+    else:
+        _print_trace(t)
+
+
 def main() -> None:
     app()
 

@@ -55,6 +55,9 @@ class Settings(BaseSettings):
     rrf_k: int = Field(60, ge=1)
     fusion: Literal["rrf", "weighted"] = "rrf"
     rerank_candidates: int = Field(20, ge=1, le=200)
+    llm: str = Field("default", description="default | fast | gguf:PATH | openai:URL[#model]")
+    judge: str = Field("llm", description="claim judge: llm | nli:DIR | lexical")
+    model_cache: Path | None = Field(None, description="where GGUF files are assembled; default <store>/models")
 
     def chunking_for(self, doc_type: str) -> ChunkingConfig:
         """The chunking config for a document type, with any global override applied."""

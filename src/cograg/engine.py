@@ -12,7 +12,7 @@ from typing import Any
 from cograg.config import Settings
 from pydantic import ValidationError
 
-from cograg.errors import StoreError
+from cograg.errors import ConfigError, StoreError
 from cograg.index.indexing import ChunkIndexer
 from cograg.index.sqlite_store import SQLiteStore
 from cograg.ingest.models import Chunk, Document, IngestSummary
@@ -54,6 +54,10 @@ class Engine:
     def reranker(self) -> Any:
         if self.settings.reranker == "none":
             return None
+        if self.settings.reranker == "llm":  # B4's pointwise LLM judge
+            from cograg.models.judge import LLMRelevanceReranker
+
+            return LLMRelevanceReranker(self.llm)
         from cograg.models.reranker import get_reranker
 
         return get_reranker(self.settings.reranker)
@@ -64,6 +68,50 @@ class Engine:
         if path is None and (self.settings.store / "corpus_policy.yaml").is_file():
             path = self.settings.store / "corpus_policy.yaml"
         return load_policy(path)
+
+    @cached_property
+    def llm(self) -> Any:
+        from cograg.models.llm import get_llm
+
+        return get_llm(self.settings.llm, cache_dir=self.settings.model_cache or self.settings.store / "models")
+
+    @cached_property
+    def judge(self) -> Any:
+        from cograg.models import judge as judges
+
+        spec = self.settings.judge
+        if spec == "llm":
+            return judges.LLMJudge(self.llm)
+        if spec == "lexical":
+            return judges.LexicalJudge()
+        if spec.startswith("nli:"):
+            return judges.NLIJudge(spec[4:])
+        raise ConfigError(f"unknown judge {spec!r}: use llm, lexical or nli:DIR")
+
+    def answerer(self, config: Any = None, *, principal: Principal | None = None) -> Any:
+        """The verified-answer pipeline over this store (SPEC C)."""
+        from cograg.answer.answerer import AnswerConfig, Answerer
+        from cograg.answer.verifier import Verifier
+
+        cfg = config or AnswerConfig()
+
+        def search(question: str) -> SearchResult:
+            return self.search(question, k=cfg.retrieve_hits, mode="hybrid", principal=principal)
+
+        verifier = Verifier(self.judge, embedder=self.embedder, min_similarity=cfg.min_claim_similarity)
+        return Answerer(search=search, llm=self.llm, verifier=verifier,
+                        config=cfg, save_trace=lambda t: self.store.save_trace(
+                            t.trace_id, "answer", t.question, t.model_dump(exclude={"trace_id", "question"})))
+
+    def ask(self, question: str, *, principal: Principal | None = None, config: Any = None) -> Any:
+        """A verified, cited answer (the contract object of SPEC C1), its trace stored."""
+        return self.answerer(config, principal=principal).answer(question)
+
+    def trace(self, trace_id: str) -> dict[str, Any]:
+        found = self.store.get_trace(trace_id)
+        if found is None:
+            raise StoreError(f"no trace {trace_id!r}")
+        return found
 
     @cached_property
     def retriever(self) -> Retriever:

@@ -86,6 +86,17 @@ MIGRATIONS: list[str] = [
     ) WITHOUT ROWID;
     CREATE TRIGGER chunks_fts_delete AFTER DELETE ON chunks BEGIN DELETE FROM chunks_fts WHERE rowid = old.id; END;
     """,
+    # 3: answer traces (SPEC F5)
+    """
+    CREATE TABLE traces (
+        trace_id TEXT PRIMARY KEY,
+        created_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP,
+        kind TEXT NOT NULL,
+        question TEXT NOT NULL,
+        data TEXT NOT NULL
+    );
+    CREATE INDEX traces_created ON traces(created_at);
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -342,6 +353,25 @@ class SQLiteStore:
                 self._bump_generation(conn)
             done += len(todo)
         return done
+
+    # ------------------------------------------------------------------ traces
+    def save_trace(self, trace_id: str, kind: str, question: str, data: dict) -> None:
+        with self.transaction() as conn:
+            conn.execute("INSERT OR REPLACE INTO traces(trace_id, kind, question, data) VALUES(?,?,?,?)",
+                         (trace_id, kind, question, json.dumps(data, ensure_ascii=False, default=str)))
+
+    def get_trace(self, trace_id: str) -> dict | None:
+        row = self.conn.execute("SELECT trace_id, created_at, kind, question, data FROM traces "
+                                "WHERE trace_id=? OR trace_id LIKE ? ORDER BY created_at DESC LIMIT 2",
+                                (trace_id, trace_id.replace("%", "") + "%")).fetchall()
+        if len(row) != 1 and not (row and row[0][0] == trace_id):
+            return None
+        r = row[0]
+        return {"trace_id": r[0], "created_at": r[1], "kind": r[2], "question": r[3], **json.loads(r[4])}
+
+    def list_traces(self, limit: int = 20) -> list[dict]:
+        return [{"trace_id": r[0], "created_at": r[1], "kind": r[2], "question": r[3]} for r in self.conn.execute(
+            "SELECT trace_id, created_at, kind, question FROM traces ORDER BY created_at DESC LIMIT ?", (limit,))]
 
     # ------------------------------------------------------------------ roots & stats
     def add_root(self, root: str) -> None:

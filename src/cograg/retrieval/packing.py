@@ -20,6 +20,7 @@ class ContextBlock(BaseModel):
     citation_id: int
     doc_id: str
     chunk_ids: list[str]
+    chunk_texts: list[str] = Field(default_factory=list, description="text of each chunk, same order")
     title: str
     source: str
     heading_path: list[str] = Field(default_factory=list)
@@ -101,7 +102,8 @@ def pack_context(hits: list[SearchHit], budget_tokens: int, *, order: PackOrder 
             end = max(end, hit.end)
         first = run[0][1]
         blocks.append(ContextBlock(
-            citation_id=0, doc_id=first.doc_id, chunk_ids=[h.chunk_id for _, h in run], title=first.title,
+            citation_id=0, doc_id=first.doc_id, chunk_ids=[h.chunk_id for _, h in run],
+            chunk_texts=[h.text for _, h in run], title=first.title,
             source=first.source, heading_path=first.heading_path, page=first.page, text=text,
             token_count=count_tokens(text), best_rank=min(r for r, _ in run),
             annotations=sorted({a for _, h in run for a in h.annotations})))

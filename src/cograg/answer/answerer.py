@@ -1,0 +1,285 @@
+"""One verified answer (SPEC C1–C5): retrieve → refuse/clarify → redact injections → generate
+under the citation contract → validate (C2) → regenerate once → verify claims (C3) → post-check
+for obeyed injections (C5) → the contract object, with a stored trace (F5).
+
+The model proposes; every decision here — refusal, which ids and quotes survive, which sentences
+are delivered — is deterministic code.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from cograg.answer.contract import Citation, ContractIssues, DraftAnswer, validate_draft
+from cograg.answer.injection import obeyed_injection, redact, scan
+from cograg.answer.trace import RecordingLLM, Trace
+from cograg.answer.verifier import ClaimCheck, Verifier
+from cograg.errors import CogragError
+from cograg.models import ModelError
+from cograg.prompts import load_prompt
+from cograg.retrieval.models import SearchResult
+from cograg.retrieval.packing import ContextBlock, pack_context
+
+Route = Literal["DOC_GROUNDED", "CLARIFY", "REFUSED"]
+
+
+class QuestionError(CogragError):
+    """The question cannot be answered as given (empty, too long)."""
+
+
+class AnswerConfig(BaseModel):
+    retrieve_hits: int = Field(6, ge=1, le=50, description="hits considered for the context")
+    context_budget_tokens: int = Field(1400, ge=64)
+    pack_order: Literal["relevance_first", "edges_first"] = "relevance_first"
+    min_evidence_cosine: float = Field(0.80, description="refuse below this best vector cosine")
+    min_evidence_rerank: float = Field(0.30, description="refuse below this best reranker score")
+    min_supported_ratio: float = Field(0.5, description="conservative reply below this share of supported sentences")
+    min_claim_similarity: float = Field(0.72, description="verifier pre-filter: claim/evidence cosine below this is UNRELATED")
+    max_question_chars: int = 2000
+    max_answer_tokens: int = 384
+    max_sentences: int = 5
+    llm_timeout_s: float = 120.0
+
+
+class RemovedCounts(ContractIssues):
+    unsupported_sentences: int = 0
+    injection_sentences: int = 0
+    regenerations: int = 0
+
+
+class AnswerResponse(BaseModel):
+    """The contract object of SPEC C1 plus the verifier's per-claim verdicts."""
+
+    answer: str
+    citations: list[Citation] = Field(default_factory=list)
+    fallback: bool
+    confidence: float
+    grounded: bool
+    route: str
+    trace_id: str
+    claims: list[ClaimCheck] = Field(default_factory=list)
+    removed: RemovedCounts = Field(default_factory=RemovedCounts)
+    evidence_score: float | None = None
+    clarification: str | None = None
+    notes: list[str] = Field(default_factory=list)
+
+
+def is_chinese(text: str) -> bool:
+    cjk = len(re.findall(r"[\u4e00-\u9fff]", text))
+    latin = len(re.findall(r"[A-Za-z]", text))
+    return cjk > 0 and cjk >= latin / 4
+
+
+_AMBIGUOUS_EN = re.compile(r"\b(this|that|these|those|the above|said|aforementioned)\s+(method|approach|one|thing|document|paper|file|result|issue|problem|function|option|version|case|idea)\b|^\s*(what|how|why)\s+about\s+(it|that|this|them)\b", re.I)
+_AMBIGUOUS_ZH = re.compile(r"(这个|那个|该|上述|上面的?|刚才的?|前面的?)(方法|方案|文档|文件|问题|结果|函数|版本|东西|情况)|^(它|那|这)(呢|的)")
+
+
+def needs_clarification(question: str, has_context: bool) -> str | None:
+    """C4: a reference like "this method" with nothing in the conversation to point at."""
+    if has_context:
+        return None
+    m = _AMBIGUOUS_EN.search(question) or _AMBIGUOUS_ZH.search(question)
+    if not m:
+        return None
+    if is_chinese(question):
+        return f"您提到的“{m.group(0)}”具体指什么？请说明名称或上下文，我再从资料中查找。"
+    return f"Which {m.group(0).split()[-1]} do you mean by “{m.group(0)}”? Please name it so I can look it up."
+
+
+class Answerer:
+    def __init__(self, *, search: Callable[[str], SearchResult], llm: Any, verifier: Verifier,
+                 config: AnswerConfig | None = None, save_trace: Callable[[Trace], None] | None = None) -> None:
+        self.search = search
+        self.llm = llm
+        self.verifier = verifier
+        self.config = config or AnswerConfig()
+        self.save_trace = save_trace
+        self.system_prompt = load_prompt("verifiable_answer_system")
+        self.user_prompt = load_prompt("verifiable_answer_user")
+
+    # ------------------------------------------------------------------ helpers
+    def _evidence_ok(self, result: SearchResult) -> bool:
+        if not result.hits or result.evidence_score is None:
+            return bool(result.hits) and result.evidence_score is None  # bm25-only: no calibrated score
+        if (result.evidence_source or "").startswith("reranker"):
+            return result.evidence_score >= self.config.min_evidence_rerank
+        return result.evidence_score >= self.config.min_evidence_cosine
+
+    def _messages(self, question: str, blocks: list[ContextBlock], retry_reason: str | None) -> list[Any]:
+        from cograg.models.llm import ChatMessage
+
+        view = [{"citation_id": b.citation_id, "source_name": Path(b.source).name, "text": b.text} for b in blocks]
+        return [ChatMessage(role="system", content=self.system_prompt.render(max_sentences=self.config.max_sentences)),
+                ChatMessage(role="user", content=self.user_prompt.render(facts=[], blocks=view, question=question,
+                                                                         retry_reason=retry_reason))]
+
+    def _refusal(self, question: str, trace: Trace, result: SearchResult | None, reason: str,
+                 route: str = "REFUSED", evidence: list[Citation] | None = None) -> AnswerResponse:
+        zh = is_chinese(question)
+        # evidence shown in a refusal passes the same injection check as an answer sentence
+        evidence = [c for c in evidence or [] if c.quote and not scan(c.quote)]
+        if evidence:
+            best = evidence[0]
+            text = (f"现有资料不足以确定这个问题的答案。最相关的证据是：“{best.quote}” [1]" if zh else
+                    f"The sources do not establish an answer to this question. The closest evidence says: “{best.quote}” [1]")
+            evidence = [best.model_copy(update={"id": "1"})]
+        else:
+            text = ("现有资料中没有找到能回答这个问题的内容。" if zh else
+                    "The documents available to me do not contain information that answers this question.")
+        trace.outcome = {"fallback": True, "reason": reason}
+        trace.event("REFUSED", reason=reason)
+        return AnswerResponse(answer=text, citations=evidence or [], fallback=True, confidence=0.0, grounded=False,
+                              route=route, trace_id=trace.trace_id,
+                              evidence_score=result.evidence_score if result else None, notes=[reason])
+
+    def _finish(self, trace: Trace, resp: AnswerResponse) -> AnswerResponse:
+        trace.route = resp.route
+        trace.outcome.update({"fallback": resp.fallback, "grounded": resp.grounded, "confidence": resp.confidence,
+                              "answer": resp.answer, "citations": [c.model_dump() for c in resp.citations],
+                              "removed": resp.removed.model_dump()})
+        if self.save_trace:
+            self.save_trace(trace)
+        return resp
+
+    # ------------------------------------------------------------------ main
+    def answer(self, question: str, *, has_context: bool = False) -> AnswerResponse:
+        q = (question or "").strip()
+        if not q:
+            raise QuestionError("empty question")
+        if len(q) > self.config.max_question_chars:
+            raise QuestionError(f"question too long ({len(q)} characters; the limit is {self.config.max_question_chars})")
+        trace = Trace(question=q, route="DOC_GROUNDED")
+        for p in (self.system_prompt, self.user_prompt):
+            trace.prompt_versions[p.name] = p.version
+        trace.event("USER_INPUT_RECEIVED")
+
+        clarify = needs_clarification(q, has_context)
+        if clarify:
+            trace.event("REQUESTING_CLARIFICATION", question=clarify)
+            return self._finish(trace, AnswerResponse(
+                answer=clarify, fallback=True, confidence=0.0, grounded=False, route="CLARIFY",
+                trace_id=trace.trace_id, clarification=clarify, notes=["ambiguous reference"]))
+
+        result = self.search(q)
+        trace.retrieved = [{"chunk_id": h.chunk_id, "doc_id": h.doc_id, "score": round(h.score, 5),
+                            "retrievers": {k: v.model_dump() for k, v in h.retrievers.items()}} for h in result.hits]
+        trace.event("RETRIEVED", hits=len(result.hits), evidence=result.evidence_score,
+                    evidence_source=result.evidence_source)
+        if not self._evidence_ok(result):
+            return self._finish(trace, self._refusal(q, trace, result, "insufficient evidence: "
+                                                     f"best score {result.evidence_score} ({result.evidence_source})"))
+
+        pack = pack_context(result.hits[:self.config.retrieve_hits], self.config.context_budget_tokens,
+                            order=self.config.pack_order)
+        flagged: list[str] = []
+        clean_blocks: list[ContextBlock] = []
+        for b in pack.blocks:
+            scanned = redact(b.text)
+            for f in scanned.flags:
+                trace.injection_flags.append({"block": b.citation_id, "chunk_ids": b.chunk_ids, **f.model_dump()})
+                flagged.append(f.text)
+            clean_blocks.append(b.model_copy(update={
+                "text": scanned.text,
+                "chunk_texts": [redact(t).text for t in (b.chunk_texts or [b.text])]}))
+        trace.context_blocks = [{"id": b.citation_id, "chunk_ids": b.chunk_ids, "source": b.source,
+                                 "tokens": b.token_count} for b in clean_blocks]
+        if flagged:
+            trace.event("INJECTION_FLAGGED", spans=len(flagged))
+
+        llm = RecordingLLM(self.llm, trace)
+        removed = RemovedCounts()
+        validated = None
+        retry_reason: str | None = None
+        for attempt in range(2):
+            try:
+                draft, _ = llm.chat_json(self._messages(q, clean_blocks, retry_reason), DraftAnswer,
+                                         max_tokens=self.config.max_answer_tokens, timeout_s=self.config.llm_timeout_s)
+            except ModelError as exc:
+                trace.event("MODEL_ERROR", error=f"{type(exc).__name__}: {exc}"[:300])
+                if attempt == 0:
+                    removed.regenerations += 1
+                    retry_reason = "it was not valid JSON for the contract"
+                    continue
+                return self._finish(trace, self._refusal(q, trace, result, f"model failed: {type(exc).__name__}",
+                                                         evidence=self._best_evidence(clean_blocks, q)))
+            validated = validate_draft(draft, clean_blocks)  # type: ignore[arg-type]
+            for field in ("unmatched_quotes", "repaired_quotes", "markers_without_citation", "citations_without_marker"):
+                setattr(removed, field, getattr(removed, field) + getattr(validated.issues, field))
+            removed.hallucinated_ids += validated.issues.hallucinated_ids
+            trace.event("DRAFT_READY", attempt=attempt + 1, citations=len(validated.citations),
+                        fallback=validated.fallback, hallucinated=validated.issues.hallucinated_ids)
+            if validated.fallback or validated.citations:
+                break
+            if attempt == 0:
+                removed.regenerations += 1
+                retry_reason = ("it states facts without citing any valid block" if not validated.issues.hallucinated_ids
+                                else f"it cited blocks that do not exist ({', '.join(validated.issues.hallucinated_ids)})")
+        assert validated is not None
+        if validated.fallback or not validated.citations:
+            why = "the model found the evidence insufficient" if validated.fallback else "no valid citation after one regeneration"
+            return self._finish(trace, self._refusal(q, trace, result, why, evidence=self._best_evidence(clean_blocks, q)))
+
+        evidence_by_id = {c.id: clean_blocks[[str(b.citation_id) for b in clean_blocks].index(
+            self._block_of(c, clean_blocks))].text for c in validated.citations}
+        llm.purpose = "verify"
+        verification = self.verifier.verify(validated.answer, validated.citations, evidence_by_id)
+        trace.verdicts = [c.model_dump() for c in verification.claims]
+        trace.event("VERIFIED", supported=verification.supported, total=verification.total)
+
+        # C5 post-check: a supported sentence may still be an obeyed injection
+        allowed = q + "\n" + "\n".join(b.text for b in clean_blocks)
+        kept: list[str] = []
+        for claim in verification.claims:
+            if not claim.kept:
+                removed.unsupported_sentences += 1
+                continue
+            why = obeyed_injection(claim.sentence, flagged, allowed)
+            if why:
+                claim.kept = False
+                claim.reason = f"removed: {why}"
+                removed.injection_sentences += 1
+                continue
+            kept.append(claim.sentence)
+        supported_ratio = len(kept) / max(1, verification.total)
+        if not kept or supported_ratio < self.config.min_supported_ratio:
+            resp = self._refusal(q, trace, result, f"only {len(kept)} of {verification.total} sentences verified",
+                                 evidence=validated.citations)
+            resp.claims, resp.removed = verification.claims, removed
+            return self._finish(trace, resp)
+
+        answer = " ".join(kept) if not is_chinese(q) else "".join(kept)
+        used = {k for s in kept for k in re.findall(r"\[(\d+)\]", s)}
+        citations = [c for c in validated.citations if c.id in used]
+        strength = 1.0 if result.evidence_score is None else (
+            result.evidence_score if (result.evidence_source or "").startswith("reranker")
+            else max(0.0, min(1.0, (result.evidence_score - self.config.min_evidence_cosine)
+                                / max(1e-6, 1.0 - self.config.min_evidence_cosine))))
+        resp = AnswerResponse(answer=answer, citations=citations, fallback=False,
+                              confidence=round(supported_ratio * strength, 3), grounded=True, route="DOC_GROUNDED",
+                              trace_id=trace.trace_id, claims=verification.claims, removed=removed,
+                              evidence_score=result.evidence_score)
+        return self._finish(trace, resp)
+
+    @staticmethod
+    def _block_of(c: Citation, blocks: list[ContextBlock]) -> str:
+        for b in blocks:
+            if c.chunk_id in b.chunk_ids:
+                return str(b.citation_id)
+        raise AssertionError("validated citation outside the context")
+
+    @staticmethod
+    def _best_evidence(blocks: list[ContextBlock], question: str) -> list[Citation]:
+        from cograg.answer.contract import locate_quote
+
+        if not blocks:
+            return []
+        b = blocks[0]
+        idx, quote, _ = locate_quote("", question, b)
+        return [Citation(id="1", doc_id=b.doc_id, chunk_id=b.chunk_ids[idx], quote=quote, source=b.source,
+                         score=1.0, title=b.title, page=b.page, heading_path=b.heading_path, annotations=b.annotations)]
+

@@ -1,0 +1,237 @@
+"""The citation contract (SPEC C1) and its deterministic server-side validation (C2).
+
+The model proposes `{answer, citations:[{id, quote}], fallback}`; this module decides what of it
+survives: ids must name a context block retrieved this turn, markers and citations must match
+one-to-one, and every delivered quote is an exact substring of the cited chunk (a quote the model
+got wrong is replaced by the chunk sentence closest to the claim, never kept).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from difflib import SequenceMatcher
+
+from pydantic import BaseModel, Field, field_validator
+
+from cograg.retrieval.packing import ContextBlock
+
+# "[1]", "[1, 2]", "[1][2]" and the seed-000 forms "[cite: doc, DOC_ID, CHUNK_ID]", "[cite: fact, ID, null]",
+# "[cite: task, ID]".
+MARKER_RE = re.compile(r"\[(\d+(?:\s*[,，]\s*\d+)*)\]|\[cite:\s*(doc|fact|task)\s*,\s*([^,\]\s]+)\s*(?:,\s*([^\]\s]+)\s*)?\]")
+QUOTE_FUZZ_TOLERANCE = 0.10  # a quote may differ from the chunk text by at most 10 % of its characters
+
+
+class DraftCitation(BaseModel):
+    id: int
+    quote: str = ""
+
+    @field_validator("quote", mode="before")
+    @classmethod
+    def _none_to_empty(cls, v: object) -> object:
+        return "" if v is None else v
+
+
+class DraftAnswer(BaseModel):
+    """What the LLM is asked to produce (schema-constrained where the backend supports it)."""
+
+    answer: str = Field(max_length=4000)
+    citations: list[DraftCitation] = Field(default_factory=list, max_length=20)
+    fallback: bool = False
+
+
+class Citation(BaseModel):
+    id: str
+    doc_id: str
+    chunk_id: str
+    quote: str
+    source: str
+    score: float
+    title: str = ""
+    page: int | None = None
+    heading_path: list[str] = Field(default_factory=list)
+    annotations: list[str] = Field(default_factory=list)
+
+
+class ContractIssues(BaseModel):
+    """What validation removed or repaired, counted (C2)."""
+
+    hallucinated_ids: list[str] = Field(default_factory=list)
+    unmatched_quotes: int = 0
+    repaired_quotes: int = 0
+    markers_without_citation: int = 0
+    citations_without_marker: int = 0
+
+
+def normalise_for_match(text: str) -> str:
+    text = unicodedata.normalize("NFKC", text).casefold()
+    text = re.sub(r"[*_`#>]+", "", text)  # markdown emphasis never counts against a quote
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def find_quote(quote: str, text: str) -> tuple[int, int] | None:
+    """Span of `quote` in `text`: exact after normalisation, else the best window within the fuzz
+    tolerance. Returns offsets in the *normalised* text, or None."""
+    q, t = normalise_for_match(quote), normalise_for_match(text)
+    if len(q) < 4:
+        return None
+    i = t.find(q)
+    if i != -1:
+        return i, i + len(q)
+    best: tuple[float, int] = (0.0, -1)
+    sm = SequenceMatcher(None, autojunk=False)
+    sm.set_seq2(q)
+    step = max(1, len(q) // 8)
+    for start in range(0, max(1, len(t) - len(q) + 1), step):
+        sm.set_seq1(t[start:start + len(q)])
+        r = sm.ratio()
+        if r > best[0]:
+            best = (r, start)
+    if best[1] >= 0 and best[0] >= 1 - QUOTE_FUZZ_TOLERANCE:
+        return best[1], best[1] + len(q)
+    return None
+
+
+_SENTENCE_END = re.compile(r"(?<=[。！？!?；;])|(?<=[.])(?=\s)|\n+")
+
+
+def chunk_sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE_END.split(text) if s and len(s.strip()) >= 4]
+
+
+def best_sentence(claim: str, text: str) -> str:
+    """The sentence of `text` sharing the most characters (bigrams) with `claim`: a deterministic
+    stand-in quote when the model's quote does not occur in the chunk."""
+    def grams(s: str) -> set[str]:
+        s = normalise_for_match(s)
+        return {s[i:i + 2] for i in range(len(s) - 1)}
+
+    cg = grams(claim)
+    sentences = chunk_sentences(text) or [text.strip()]
+    return max(sentences, key=lambda s: (len(cg & grams(s)) / (len(grams(s)) ** 0.5 or 1), -len(s)))
+
+
+def markers_in(answer: str) -> list[tuple[str, int, int]]:
+    """(block id as a string, start, end) of every numbered marker in `answer`, in order."""
+    out = []
+    for m in MARKER_RE.finditer(answer):
+        if m.group(1):
+            for part in re.split(r"\s*[,，]\s*", m.group(1)):
+                out.append((part, m.start(), m.end()))
+        else:
+            out.append((f"{m.group(2)}:{m.group(3)}" + (f":{m.group(4)}" if m.group(4) else ""), m.start(), m.end()))
+    return out
+
+
+def strip_markers(text: str) -> str:
+    return re.sub(r"\s+([。.,，!?！？])", r"\1", MARKER_RE.sub("", text)).strip()
+
+
+def locate_quote(quote: str, claim: str, block: ContextBlock) -> tuple[int, str, str]:
+    """(chunk index, delivered quote, outcome) for a cited block. The delivered quote is always a
+    verbatim substring of that chunk's text. Outcome: "exact", "repaired" (the model's quote
+    matched only after normalisation or within the fuzz tolerance) or "unmatched"."""
+    texts = block.chunk_texts or [block.text]
+    if quote:
+        for i, t in enumerate(texts):
+            if quote in t:
+                return i, quote, "exact"
+        for i, t in enumerate(texts):
+            if find_quote(quote, t) is not None:
+                return i, best_sentence(quote, t), "repaired"
+    target = claim or quote
+    best = max(range(len(texts)), key=lambda i: _overlap(target, best_sentence(target, texts[i])))
+    return best, best_sentence(target, texts[best]), "unmatched" if quote else "missing"
+
+
+def _overlap(a: str, b: str) -> float:
+    ga = {normalise_for_match(a)[i:i + 2] for i in range(len(normalise_for_match(a)) - 1)}
+    gb = {normalise_for_match(b)[i:i + 2] for i in range(len(normalise_for_match(b)) - 1)}
+    return len(ga & gb) / (len(gb) ** 0.5 or 1)
+
+
+class ValidatedAnswer(BaseModel):
+    answer: str
+    citations: list[Citation]
+    fallback: bool
+    issues: ContractIssues
+
+
+def resolve_doc_marker(ref: str, blocks: list[ContextBlock]) -> str | None:
+    """`doc:DOC_ID:CHUNK_ID` → the number of the block holding that chunk, if retrieved this turn."""
+    parts = ref.split(":")
+    if len(parts) >= 3 and parts[0] == "doc":
+        for b in blocks:
+            if parts[2] in b.chunk_ids or (parts[1] == b.doc_id and parts[2] in ("null", "None")):
+                return str(b.citation_id)
+    return None
+
+
+def validate_draft(draft: DraftAnswer, blocks: list[ContextBlock]) -> ValidatedAnswer:
+    """Apply C2: drop hallucinated ids (and their markers), pair markers with citations, make every
+    quote an exact substring of its chunk. Markers are renumbered 1..n in order of appearance."""
+    by_id = {str(b.citation_id): b for b in blocks}
+    issues = ContractIssues()
+    answer = draft.answer.strip()
+
+    # seed-000 doc markers become block numbers when they name a chunk retrieved this turn
+    def _doc_marker(m: re.Match[str]) -> str:
+        if m.group(2) == "doc":
+            num = resolve_doc_marker(f"doc:{m.group(3)}:{m.group(4) or 'null'}", blocks)
+            return f"[{num}]" if num else m.group(0)
+        return m.group(0)
+
+    answer = MARKER_RE.sub(_doc_marker, answer)
+    quotes: dict[str, str] = {}
+    for c in draft.citations:
+        key = str(c.id)
+        if key not in by_id:
+            issues.hallucinated_ids.append(key)
+            continue
+        quotes.setdefault(key, c.quote)
+
+    used: list[str] = []
+    for key, _, _ in markers_in(answer):
+        if key not in by_id:
+            if key not in issues.hallucinated_ids:
+                issues.hallucinated_ids.append(key)
+        elif key not in used:
+            used.append(key)
+            if key not in quotes:
+                issues.markers_without_citation += 1
+    issues.citations_without_marker = sum(1 for k in quotes if k not in used)
+
+    # remove markers of ids that were not retrieved; renumber the rest 1..n
+    renumber = {old: str(i) for i, old in enumerate(used, start=1)}
+
+    def _renumber(m: re.Match[str]) -> str:
+        if not m.group(1):
+            return ""  # unresolved cite: forms (fact/task/doc not retrieved) are dropped here
+        keep = [renumber[p] for p in re.split(r"\s*[,，]\s*", m.group(1)) if p in renumber]
+        return "".join(f"[{k}]" for k in dict.fromkeys(keep))
+
+    answer = MARKER_RE.sub(_renumber, answer)
+    answer = re.sub(r"[ \t]{2,}", " ", answer).strip()
+
+    citations: list[Citation] = []
+    for old in used:
+        block = by_id[old]
+        claim = _sentence_around(draft.answer, old)
+        idx, quote, outcome = locate_quote(quotes.get(old, ""), claim, block)
+        if outcome == "repaired":
+            issues.repaired_quotes += 1
+        elif outcome == "unmatched":
+            issues.unmatched_quotes += 1
+        citations.append(Citation(
+            id=renumber[old], doc_id=block.doc_id, chunk_id=block.chunk_ids[idx], quote=quote,
+            source=block.source, score=1.0 / block.best_rank, title=block.title, page=block.page,
+            heading_path=block.heading_path, annotations=block.annotations))
+    return ValidatedAnswer(answer=answer, citations=citations, fallback=draft.fallback, issues=issues)
+
+
+def _sentence_around(answer: str, key: str) -> str:
+    for m in MARKER_RE.finditer(answer):
+        if m.group(1) and key in re.split(r"\s*[,，]\s*", m.group(1)):
+            start = max(answer.rfind(p, 0, m.start()) for p in "。！？.!?\n")
+            return strip_markers(answer[start + 1:m.end()])
+    return ""

@@ -1,0 +1,86 @@
+"""Per-answer trace (SPEC F5): route, prompt versions, retrieved ids, model calls with tokens and
+durations, verdicts and events. Saved in the store; `cograg trace ID` prints it."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+
+class ModelCall(BaseModel):
+    purpose: str
+    model: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    duration_ms: float = 0.0
+    ok: bool = True
+    error: str | None = None
+
+
+class TraceEvent(BaseModel):
+    name: str
+    at_ms: float
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class Trace(BaseModel):
+    trace_id: str = Field(default_factory=lambda: "tr_" + uuid.uuid4().hex[:16])
+    question: str = ""
+    route: str = ""
+    prompt_versions: dict[str, str] = Field(default_factory=dict)
+    retrieved: list[dict[str, Any]] = Field(default_factory=list)
+    context_blocks: list[dict[str, Any]] = Field(default_factory=list)
+    model_calls: list[ModelCall] = Field(default_factory=list)
+    verdicts: list[dict[str, Any]] = Field(default_factory=list)
+    injection_flags: list[dict[str, Any]] = Field(default_factory=list)
+    events: list[TraceEvent] = Field(default_factory=list)
+    outcome: dict[str, Any] = Field(default_factory=dict)
+    started: float = Field(default_factory=time.perf_counter, exclude=True)
+
+    def event(self, name: str, **data: Any) -> None:
+        self.events.append(TraceEvent(name=name, at_ms=round((time.perf_counter() - self.started) * 1000, 1),
+                                      data=data))
+
+
+class RecordingLLM:
+    """Wraps an LLM so every call lands in the trace, with its purpose, tokens and duration."""
+
+    def __init__(self, llm: Any, trace: Trace) -> None:
+        self.llm = llm
+        self.trace = trace
+        self.name = getattr(llm, "name", "llm")
+        self.purpose = "generate"
+
+    def _record(self, started: float, resp: Any = None, error: Exception | None = None) -> None:
+        self.trace.model_calls.append(ModelCall(
+            purpose=self.purpose, model=self.name,
+            prompt_tokens=getattr(resp, "prompt_tokens", 0) or 0,
+            completion_tokens=getattr(resp, "completion_tokens", 0) or 0,
+            duration_ms=round(getattr(resp, "duration_ms", 0.0) or (time.perf_counter() - started) * 1000, 1),
+            ok=error is None, error=None if error is None else f"{type(error).__name__}: {error}"[:300]))
+
+    def chat(self, messages: list[Any], **kw: Any) -> Any:
+        t = time.perf_counter()
+        try:
+            resp = self.llm.chat(messages, **kw)
+        except Exception as exc:
+            self._record(t, error=exc)
+            raise
+        self._record(t, resp)
+        return resp
+
+    def chat_json(self, messages: list[Any], schema: Any, **kw: Any) -> Any:
+        t = time.perf_counter()
+        try:
+            obj, resp = self.llm.chat_json(messages, schema, **kw)
+        except Exception as exc:
+            self._record(t, error=exc)
+            raise
+        self._record(t, resp)
+        return obj, resp
+
+    def count_tokens(self, text: str) -> int:
+        return int(self.llm.count_tokens(text))

@@ -1,0 +1,131 @@
+"""Claim judges for the verifier (SPEC C3, G3): is a claim SUPPORTED, CONTRADICTED or UNRELATED
+given a passage? An LLM judge with constrained JSON, an NLI cross-encoder from a local directory,
+and a lexical judge that needs no model (used when none is configured)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel
+
+from cograg.models import ModelError
+
+Verdict = Literal["SUPPORTED", "CONTRADICTED", "UNRELATED"]
+
+
+class JudgeVerdict(BaseModel):
+    verdict: Verdict
+    reason: str = ""
+
+
+class ClaimJudge(Protocol):
+    name: str
+
+    def judge(self, claim: str, passage: str) -> JudgeVerdict: ...
+
+
+class LLMJudge:
+    """The `judge_claim` prompt through any LLM's schema-constrained JSON."""
+
+    def __init__(self, llm: Any, *, max_tokens: int = 96, timeout_s: float | None = 60.0) -> None:
+        from cograg.prompts import load_prompt
+
+        self.llm = llm
+        self.prompt = load_prompt("judge_claim")
+        self.name = f"llm:{getattr(llm, 'name', 'llm')}"
+        self.max_tokens = max_tokens
+        self.timeout_s = timeout_s
+
+    def judge(self, claim: str, passage: str) -> JudgeVerdict:
+        from cograg.models.llm import ChatMessage
+
+        msg = ChatMessage(role="user", content=self.prompt.render(claim=claim, passage=passage))
+        verdict, _ = self.llm.chat_json([msg], JudgeVerdict, max_tokens=self.max_tokens, timeout_s=self.timeout_s)
+        return verdict  # type: ignore[no-any-return]
+
+
+class NLIJudge:
+    """A sentence-transformers CrossEncoder NLI model in a local directory (premise=passage,
+    hypothesis=claim). Labels are read from the model config (entailment/contradiction/neutral)."""
+
+    def __init__(self, path: str) -> None:
+        from cograg.models._local import import_sentence_transformers
+
+        st = import_sentence_transformers()
+        try:
+            self.model = st.CrossEncoder(path, device="cpu")
+        except (OSError, ValueError) as exc:
+            raise ModelError(f"cannot load NLI model from {path}: {exc}") from exc
+        id2label = getattr(self.model.model.config, "id2label", {}) or {}
+        self.labels: dict[int, Verdict] = {}
+        for i, label in id2label.items():
+            low = str(label).lower()
+            self.labels[int(i)] = ("SUPPORTED" if low.startswith("entail") else
+                                   "CONTRADICTED" if low.startswith("contra") else "UNRELATED")
+        if set(self.labels.values()) != {"SUPPORTED", "CONTRADICTED", "UNRELATED"}:
+            raise ModelError(f"NLI model at {path} must label entailment, contradiction and neutral "
+                             f"(has {id2label})")
+        self.name = f"nli:{path}"
+
+    def judge(self, claim: str, passage: str) -> JudgeVerdict:
+        import numpy as np
+
+        logits = np.asarray(self.model.predict([(passage, claim)], apply_softmax=True))[0]
+        best = int(np.argmax(logits))
+        return JudgeVerdict(verdict=self.labels[best], reason=f"nli p={float(logits[best]):.2f}")
+
+
+_TERM = re.compile(r"[\u4e00-\u9fff]|[^\W_]+")
+
+
+class LexicalJudge:
+    """No model: SUPPORTED when nearly all content terms of the claim occur in the passage.
+    Conservative by design — it never says CONTRADICTED and rarely SUPPORTED for paraphrases."""
+
+    name = "lexical"
+
+    def __init__(self, min_coverage: float = 0.8) -> None:
+        self.min_coverage = min_coverage
+
+    def judge(self, claim: str, passage: str) -> JudgeVerdict:
+        from cograg.index.analyzer import analyze
+
+        terms = set(analyze(claim))
+        if not terms:
+            return JudgeVerdict(verdict="UNRELATED", reason="claim has no content terms")
+        have = set(analyze(passage))
+        cov = len(terms & have) / len(terms)
+        if cov >= self.min_coverage:
+            return JudgeVerdict(verdict="SUPPORTED", reason=f"{cov:.0%} of claim terms in passage")
+        return JudgeVerdict(verdict="UNRELATED", reason=f"only {cov:.0%} of claim terms in passage")
+
+
+class _Relevance(BaseModel):
+    relevance: int
+
+
+class LLMRelevanceReranker:
+    """Pointwise LLM judge as a reranker (SPEC B4): each passage rated 0–10 for the question with
+    constrained JSON; scores are returned on [0, 1]. A failed rating scores 0 (fails closed)."""
+
+    def __init__(self, llm: Any, *, timeout_s: float | None = 30.0) -> None:
+        from cograg.prompts import load_prompt
+
+        self.llm = llm
+        self.prompt = load_prompt("relevance_judge")
+        self.name = f"llm:{getattr(llm, 'name', 'llm')}"
+        self.timeout_s = timeout_s
+
+    def score(self, query: str, passages: list[str]) -> list[float]:
+        from cograg.models.llm import ChatMessage
+
+        out: list[float] = []
+        for p in passages:
+            msg = ChatMessage(role="user", content=self.prompt.render(question=query, passage=p))
+            try:
+                rated, _ = self.llm.chat_json([msg], _Relevance, max_tokens=16, timeout_s=self.timeout_s)
+                out.append(max(0, min(10, rated.relevance)) / 10.0)
+            except ModelError:
+                out.append(0.0)
+        return out
