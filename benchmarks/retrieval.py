@@ -212,19 +212,9 @@ def main() -> None:
             "swapped); vectors: their real e5 embeddings plus Gaussian noise (σ=0.02), re-normalised.\n"
             "Baseline: `rank_bm25.BM25Okapi` over the same analysed terms + numpy brute-force cosine + "
             "Python RRF, same process, same chunks.\n\n" + text + "\n")
+        from benchmarks_common import write_section
+
         write_section(REPO / "docs" / "benchmarks.md", "## Retrieval latency", section)
-
-
-def write_section(path: Path, heading: str, section: str) -> None:
-    path.parent.mkdir(exist_ok=True)
-    old = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n"
-    start = old.find(heading)
-    if start == -1:
-        new = old.rstrip() + "\n\n" + section
-    else:
-        nxt = old.find("\n## ", start + len(heading))
-        new = old[:start] + section + (old[nxt + 1:] if nxt != -1 else "")
-    path.write_text(new.rstrip() + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -61,7 +61,8 @@ def handle_errors(fn: F) -> F:
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"])
-            raise fail(f"invalid setting {where}: {first['msg']}") from None
+            msg = str(first["msg"]).removeprefix("Value error, ")
+            raise fail(f"invalid setting {where}: {msg}" if where else f"invalid settings: {msg}") from None
         except KeyboardInterrupt:
             raise fail("interrupted", 130) from None
         except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
@@ -82,6 +83,11 @@ def _settings(store: Path | None, **overrides: Any) -> Settings:
 
 def _split(value: str | None) -> list[str]:
     return [v.strip() for v in (value or "").split(",") if v.strip()]
+
+
+def _split_opt(value: str | None) -> list[str] | None:
+    """None when the option was not given (keep what is stored); `--acl ""` clears."""
+    return None if value is None else _split(value)
 
 
 @app.command()
@@ -114,7 +120,7 @@ def ingest(
             def on_progress(ev: ProgressEvent) -> None:
                 bar.update(task, total=ev.files_total, completed=ev.files_done, chunks=ev.chunks_written)
 
-            summary = engine.ingest(list(paths or []), tags=_split(tags), acl=_split(acl),
+            summary = engine.ingest(list(paths or []), tags=_split_opt(tags), acl=_split_opt(acl),
                                     progress=on_progress)
     if as_json:
         data = summary.model_dump(include={"added", "updated", "unchanged", "deleted", "skipped",
@@ -383,8 +389,23 @@ def trace_cmd(trace_id: Annotated[str | None, typer.Argument(help="trace id (or 
 
 
 def main() -> None:
-    app()
+    """Console entry point: like `app()`, but usage errors are one `error:` line too."""
+    try:  # typer (pinned) vendors click; fall back to click for other versions
+        from typer._click import exceptions as click_exc
+    except ImportError:  # pragma: no cover
+        from click import exceptions as click_exc
+
+    try:
+        code = app(standalone_mode=False)
+    except click_exc.UsageError as exc:
+        cmd = exc.ctx.command_path if exc.ctx else "cograg"
+        err.print(f"[bold red]error:[/] {exc.format_message()} (see `{cmd} --help`)", highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except click_exc.Abort:
+        err.print("[bold red]error:[/] aborted", highlight=False)
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ChunkStrategy = Literal["fixed", "semantic", "recursive", "code", "records"]
@@ -58,6 +58,12 @@ class Settings(BaseSettings):
     llm: str = Field("default", description="default | fast | gguf:PATH | openai:URL[#model]")
     judge: str = Field("llm", description="claim judge: llm | nli:DIR | lexical")
     model_cache: Path | None = Field(None, description="where GGUF files are assembled; default <store>/models")
+
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> Settings:
+        if self.chunk_size is not None and self.chunk_overlap is not None and self.chunk_overlap >= self.chunk_size:
+            raise ValueError("chunk_overlap must be smaller than chunk_size")
+        return self
 
     def chunking_for(self, doc_type: str) -> ChunkingConfig:
         """The chunking config for a document type, with any global override applied."""

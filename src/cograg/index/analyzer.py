@@ -62,9 +62,12 @@ def analyze(text: str) -> list[str]:
     for m in _CJK_RUN.finditer(text):
         latin.extend(_WORD.findall(text, pos, m.start()))
         _flush_latin(latin, terms)
-        for w in jieba.cut_for_search(m.group(), HMM=True):
+        run = m.group()
+        for w in jieba.cut_for_search(run, HMM=True):
             if w not in ZH_STOPWORDS:
                 terms.append(w)
+        # character bigrams catch what segmentation splits differently in query and passage
+        terms.extend(run[i:i + 2] for i in range(len(run) - 1))
         pos = m.end()
     latin.extend(_WORD.findall(text, pos))
     _flush_latin(latin, terms)

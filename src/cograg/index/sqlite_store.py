@@ -97,6 +97,11 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX traces_created ON traces(created_at);
     """,
+    # 4: a root remembers the tags and ACL it was ingested with, so a re-sync keeps them
+    """
+    ALTER TABLE roots ADD COLUMN tags TEXT NOT NULL DEFAULT '[]';
+    ALTER TABLE roots ADD COLUMN acl TEXT NOT NULL DEFAULT '[]';
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -186,10 +191,13 @@ class SQLiteStore:
         return None if row is None else self._doc_from_row(row)
 
     def find_documents(self, ref: str) -> list[Document]:
-        """Documents matching a doc id, a unique doc id prefix, or a source path."""
+        """Documents matching a doc id, a doc id prefix (4+ characters), or a source path."""
+        if not ref:
+            return []
+        prefix = ref.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%" if len(ref) >= 4 else ""
         rows = self.conn.execute(
-            "SELECT * FROM documents WHERE doc_id=? OR source_path=? OR doc_id LIKE ? ORDER BY source_path",
-            (ref, ref, ref.replace("%", "").replace("_", "") + "%")).fetchall()
+            "SELECT * FROM documents WHERE doc_id=? OR source_path=? OR doc_id LIKE ? ESCAPE '\\' "
+            "ORDER BY source_path", (ref, ref, prefix)).fetchall()
         exact = [r for r in rows if r["doc_id"] == ref or r["source_path"] == ref]
         return [self._doc_from_row(r) for r in (exact or rows)]
 
@@ -374,9 +382,18 @@ class SQLiteStore:
             "SELECT trace_id, created_at, kind, question FROM traces ORDER BY created_at DESC LIMIT ?", (limit,))]
 
     # ------------------------------------------------------------------ roots & stats
-    def add_root(self, root: str) -> None:
+    def add_root(self, root: str, *, tags: list[str] | None = None, acl: list[str] | None = None) -> None:
+        """Record an ingested folder; tags/ACL given here become its defaults for later re-syncs."""
         with self.transaction() as conn:
             conn.execute("INSERT OR IGNORE INTO roots(path) VALUES(?)", (root,))
+            if tags is not None:
+                conn.execute("UPDATE roots SET tags=? WHERE path=?", (json.dumps(sorted(set(tags))), root))
+            if acl is not None:
+                conn.execute("UPDATE roots SET acl=? WHERE path=?", (json.dumps(sorted(set(acl))), root))
+
+    def root_defaults(self, root: str) -> tuple[list[str], list[str]] | None:
+        row = self.conn.execute("SELECT tags, acl FROM roots WHERE path=?", (root,)).fetchone()
+        return None if row is None else (json.loads(row[0]), json.loads(row[1]))
 
     def remove_root(self, root: str) -> None:
         with self.transaction() as conn:

@@ -14,9 +14,10 @@ from cograg.config import ChunkingConfig
 from cograg.ingest.tokens import count_tokens, token_spans
 
 # Coarse → fine. Sentence punctuation keeps both the CJK and the NFKC-folded ASCII forms, since
-# normalisation turns ！？； into !?; while 。 stays.
+# normalisation turns ！？； into !?; while 。 stays. A bare ";" (not "; "): Chinese text has no
+# space after the folded ；.
 PROSE_SEPARATORS: tuple[str, ...] = (
-    "\n\n", "\n", "。", "！", "？", "；", "!", "?", ". ", "; ", "，", ",", ": ", " ",
+    "\n\n", "\n", "。", "！", "？", "；", "!", "?", ". ", ";", "，", ",", ": ", " ",
 )
 CODE_SEPARATORS: dict[str, tuple[str, ...]] = {
     "python": ("\nclass ", "\ndef ", "\n    def ", "\n\n", "\n"),

@@ -429,13 +429,30 @@ def _tree_sitter_units(text: str, language: str) -> list[tuple[int, int, tuple[s
             prev = prev.prev_sibling
         if start > cursor:
             units.append((cursor, start, ("module",)))
-        name_node = node.child_by_field_name("name")
-        label = f"{node.type.split('_')[0]} {name_node.text.decode()}" if name_node else node.type
-        units.append((start, end, (label,)))
+        units.append((start, end, (_ts_label(node),)))
         cursor = end
     if cursor < len(text):
         units.append((cursor, len(text), ("module",)))
     return units
+
+
+def _ts_label(node) -> str:  # type: ignore[no-untyped-def]
+    """Heading label of a top-level unit: "function add", "class Ticket", "method Price",
+    "type Ticket", "const BASE". `export ...` is labelled by what it exports; Go types and JS
+    variables keep their name one level down (type_spec, variable_declarator)."""
+    target = node.child_by_field_name("declaration") if node.type == "export_statement" else None
+    if target is None:
+        target = node
+    name_node = target.child_by_field_name("name")
+    kind = target.type.split("_")[0]
+    if name_node is None:
+        inner = next((c for c in target.named_children
+                      if c.type in ("type_spec", "variable_declarator")), None)
+        if inner is not None:
+            name_node = inner.child_by_field_name("name")
+            if target.type in ("lexical_declaration", "variable_declaration"):
+                kind = target.children[0].type  # const | let | var
+    return f"{kind} {name_node.text.decode()}" if name_node is not None else target.type
 
 
 # ------------------------------------------------------------------------------------- records

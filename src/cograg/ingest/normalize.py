@@ -14,6 +14,7 @@ import re
 import unicodedata
 from bisect import bisect_right
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 # Spans that may need rewriting: whitespace that is not a lone ' ' or '\n', ASCII control
 # characters, and runs of non-ASCII non-space characters (NFKC, format characters) together with
@@ -88,6 +89,17 @@ def _nfkc_clean(run: str) -> str:
     return out
 
 
+@lru_cache(maxsize=8192)
+def _one_to_one(c: str) -> bool:
+    return not unicodedata.combining(c) and len(_nfkc_clean(c)) == 1
+
+
+def _same_lengths(run: str) -> bool:
+    """True when every character of `run` normalises to exactly one character, so an unchanged
+    length means the run maps character for character."""
+    return all(_one_to_one(c) for c in set(run))
+
+
 def _clusters(run: str) -> list[tuple[int, int]]:
     """Split a run into (start, end) clusters of a starter plus its combining marks, so NFKC can
     compose e + U+0301 into é without losing track of where each output character came from."""
@@ -129,11 +141,14 @@ def normalize(text: str, *, keep_indentation: bool = False, strip: bool = True) 
         if new == run:
             continue
         emit_verbatim(m.start())
-        if m.lastgroup == "uni" and len(new) != len(run):
-            # length changed (ligatures, composed accents): record per cluster for exact mapping
+        if m.lastgroup == "uni" and (len(new) != len(run) or not _same_lengths(run)):
+            # lengths changed somewhere (ligatures, composed accents, removed zero-width chars —
+            # even when they cancel out over the run): map per cluster; clusters that keep their
+            # length advance in lock-step and need no entry
             for cs, ce in _clusters(run):
                 piece = _nfkc_clean(run[cs:ce])
-                omap.add(norm_pos, len(piece), m.start() + cs, ce - cs)
+                if len(piece) != ce - cs:
+                    omap.add(norm_pos, len(piece), m.start() + cs, ce - cs)
                 pieces.append(piece)
                 norm_pos += len(piece)
         else:

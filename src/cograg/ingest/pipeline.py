@@ -25,7 +25,7 @@ from cograg.ingest.normalize import normalize
 from cograg.ingest.tokens import count_tokens
 
 # Bump when loaders/normalisation change output, so stored documents are re-chunked.
-PIPELINE_VERSION = "1"
+PIPELINE_VERSION = "2"
 CHUNK_BATCH = 512
 
 
@@ -72,8 +72,12 @@ def chunk_document(loaded: LoadedDocument, doc_id: str, config: ChunkingConfig) 
         for s, e in chunk_block(norm.text, config, language=language):
             text = norm.text[s:e]
             heading = list(block.heading_path)
-            if block.kind == "code":
-                heading = _refine_code_heading(heading, text)
+            if block.kind == "code" and (s > 0 or not heading):
+                # a chunk that does not start its unit: give it back the indentation that
+                # trimming took off its first line, so its first method is recognised
+                line_start = norm.text.rfind("\n", 0, s) + 1
+                indent = norm.text[line_start:s]
+                heading = _refine_code_heading(heading, (indent if not indent.strip() else "") + text)
             yield Chunk(
                 chunk_id=chunk_id_for(doc_id, seq, text), doc_id=doc_id, seq=seq, text=text,
                 start=cursor + s, end=cursor + e,
@@ -107,14 +111,16 @@ class Ingestor:
                  acl: list[str] | None = None, progress: ProgressCallback | None = None) -> None:
         self.store = store
         self.settings = settings
-        self.tags = sorted(set(tags or []))
-        self.acl = sorted(set(acl or []))
+        # None = not given: existing documents keep theirs, new ones take their root's defaults
+        self.tags = None if tags is None else sorted(set(tags))
+        self.acl = None if acl is None else sorted(set(acl))
+        self._root_defaults: dict[str, tuple[list[str], list[str]]] = {}
         self.progress = progress
         self.summary = IngestSummary()
 
     def run(self, paths: list[Path]) -> IngestSummary:
         started = time.monotonic()
-        roots = [Path(os.path.abspath(os.path.expanduser(p))) for p in paths]
+        roots = list(dict.fromkeys(Path(os.path.abspath(os.path.expanduser(p))) for p in paths))
         if not roots:
             roots = [Path(r) for r in self.store.roots()]
             if not roots:
@@ -132,6 +138,7 @@ class Ingestor:
                 work.extend((root, f, why) for f, why in loaders.walk_files(root))
             else:
                 work.append((root, root, None))
+        work = self._dedupe(work)
 
         total = len(work)
         seen: set[str] = set()
@@ -151,10 +158,34 @@ class Ingestor:
             if root in vanished_roots:
                 self.store.remove_root(str(root))
             elif root.is_dir():
-                self.store.add_root(str(root))
+                self.store.add_root(str(root), tags=self.tags, acl=self.acl)
         self.summary.chunks = self.store.count_chunks()
         self.summary.elapsed_s = round(time.monotonic() - started, 3)
         return self.summary
+
+    def _dedupe(self, work: list[tuple[Path, Path, str | None]]) -> list[tuple[Path, Path, str | None]]:
+        """A file reachable from several roots (nested roots) is synced once, under the root it
+        already has if that is one of them, so re-syncing nested roots stays idempotent."""
+        index: dict[str, int] = {}
+        unique: list[tuple[Path, Path, str | None]] = []
+        for item in work:
+            key = str(item[1])
+            if key not in index:
+                index[key] = len(unique)
+                unique.append(item)
+                continue
+            existing = self.store.get_document_by_path(key)
+            if existing is not None and existing.root == str(item[0]):
+                unique[index[key]] = item
+        return unique
+
+    def _metadata_for(self, root: Path, existing: Document | None) -> tuple[list[str], list[str]]:
+        if str(root) not in self._root_defaults:
+            self._root_defaults[str(root)] = self.store.root_defaults(str(root)) or ([], [])
+        root_tags, root_acl = self._root_defaults[str(root)]
+        tags = self.tags if self.tags is not None else (existing.tags if existing else root_tags)
+        acl = self.acl if self.acl is not None else (existing.acl if existing else root_acl)
+        return tags, acl
 
     def _skip(self, path: Path, reason: str) -> str:
         self.summary.skipped.append(SkippedFile(path=str(path), reason=reason))
@@ -174,17 +205,18 @@ class Ingestor:
             return self._skip(path, reason)
         config = self.settings.chunking_for(_doc_type_for(info.fmt))
         signature = chunker_signature(config)
+        tags, acl = self._metadata_for(root, existing)
         doc = Document(
             doc_id=doc_id_for(source), source_path=source, root=str(root), content_hash=info.sha256,
-            doc_type=_doc_type_for(info.fmt), title=path.name, tags=self.tags, acl=self.acl,
+            doc_type=_doc_type_for(info.fmt), title=path.name, tags=tags, acl=acl,
             size_bytes=info.size, updated_at=_iso(info.mtime), ingested_at=_iso(time.time()),
             chunker=signature, chunk_count=0, metadata={},
         )
         if existing is not None and existing.content_hash == info.sha256 and existing.chunker == signature:
-            if existing.tags == self.tags and existing.acl == self.acl and existing.root == str(root):
+            if existing.tags == tags and existing.acl == acl and existing.root == str(root):
                 self.summary.unchanged += 1
                 return "unchanged"
-            doc = existing.model_copy(update={"tags": self.tags, "acl": self.acl, "root": str(root),
+            doc = existing.model_copy(update={"tags": tags, "acl": acl, "root": str(root),
                                               "ingested_at": doc.ingested_at})
             self.store.update_document_metadata(doc)
             self.summary.updated += 1

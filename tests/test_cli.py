@@ -1,0 +1,275 @@
+"""The command line (SPEC F2): `ingest --json` prints one summary object, and every error is one
+line on stderr with a non-zero exit code, never a traceback."""
+
+from __future__ import annotations
+
+import io
+import json
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from cograg.index.sqlite_store import DB_NAME, SCHEMA_VERSION, SQLiteStore
+
+pytestmark = pytest.mark.usefixtures("ingest_env")
+
+SUMMARY_KEYS = {"added", "updated", "unchanged", "deleted", "skipped", "warnings", "chunks"}
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    d = tmp_path / "in"
+    d.mkdir()
+    (d / "a.md").write_text("# A\n\nFirst document about trams.\n", encoding="utf-8")
+    (d / "b.txt").write_text("Second document about ferries.\n\n第二份文件。\n", encoding="utf-8")
+    (d / "c.xyz").write_text("unsupported", encoding="utf-8")
+    return d
+
+
+def assert_one_line_error(exit_code: int, stdout: str, stderr: str, *, contains: str = "") -> None:
+    assert exit_code != 0
+    assert stdout == ""
+    assert "Traceback" not in stderr
+    lines = stderr.strip("\n").split("\n")
+    assert len(lines) == 1, f"expected one line, got {stderr!r}"
+    assert lines[0].startswith("error: ")
+    assert contains in lines[0]
+
+
+# ------------------------------------------------------------------------------ --json
+
+def test_ingest_json_prints_exactly_one_summary_object(cli, store_dir: Path, folder: Path) -> None:
+    res = cli("ingest", folder, "--store", store_dir, "--json")
+    assert res.exit_code == 0, res.stderr
+    assert res.stderr == ""
+    text = res.stdout.strip()
+    assert text.startswith("{") and text.endswith("}")
+    data = json.loads(text)  # fails on anything else printed around the object
+    assert set(data) == SUMMARY_KEYS
+    assert (data["added"], data["updated"], data["unchanged"], data["deleted"]) == (2, 0, 0, 0)
+    assert data["skipped"] == [{"path": str(folder / "c.xyz"), "reason": "unsupported file type '.xyz'"}]
+    assert data["warnings"] == []
+    with SQLiteStore(store_dir) as s:
+        assert data["chunks"] == s.count_chunks() > 0  # total chunks in the store
+
+    res = cli("ingest", folder, "--store", store_dir, "--json")
+    data2 = json.loads(res.stdout)
+    assert (data2["added"], data2["unchanged"], data2["chunks"]) == (0, 2, data["chunks"])
+
+
+def test_ingest_json_counts_documents_and_store_total(cli, store_dir: Path, folder: Path,
+                                                      tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "x.txt").write_text("Other root.", encoding="utf-8")
+    first = json.loads(cli("ingest", other, "--store", store_dir, "--json").stdout)
+    second = json.loads(cli("ingest", folder, "--store", store_dir, "--json").stdout)
+    assert second["added"] == 2
+    assert second["chunks"] == first["chunks"] + 2  # the store's total, not this run's
+
+
+def test_ingest_text_summary(cli, store_dir: Path, folder: Path) -> None:
+    res = cli("ingest", folder, "--store", store_dir)
+    assert res.exit_code == 0
+    assert "added 2 · updated 0 · unchanged 0 · deleted 0 · skipped 1" in res.stdout
+    assert f"skipped {folder / 'c.xyz'}: unsupported file type" in res.stdout
+
+
+def test_ingest_options_tags_acl_and_chunking(cli, store_dir: Path, folder: Path) -> None:
+    long = folder / "long.txt"
+    long.write_text(" ".join(f"Sentence {i} about trams." for i in range(300)), encoding="utf-8")
+    res = cli("ingest", folder, "--store", store_dir, "--json", "--tags", " t1, t2 ,,", "--acl", "g1,g2",
+              "--chunk-strategy", "fixed", "--chunk-size", "32", "--chunk-overlap", "4")
+    assert res.exit_code == 0, res.stderr
+    with SQLiteStore(store_dir) as s:
+        for d in s.list_documents():
+            assert d.tags == ["t1", "t2"] and d.acl == ["g1", "g2"]
+            assert d.chunker.endswith(":fixed:32:4")
+        chunks = list(s.iter_chunks(s.get_document_by_path(str(long)).doc_id))
+        assert len(chunks) > 20 and max(c.token_count for c in chunks) == 32
+
+
+def test_progress_bar_on_a_terminal(cli, store_dir: Path, folder: Path, monkeypatch) -> None:
+    from cograg import cli as cli_module
+
+    buf = io.StringIO()
+    monkeypatch.setattr(cli_module, "err", Console(file=buf, force_terminal=True, width=120))
+    res = cli("ingest", folder, "--store", store_dir)
+    assert res.exit_code == 0
+    shown = buf.getvalue()
+    assert "ingest" in shown and "files" in shown and "chunks" in shown  # the rich progress bar
+
+    buf.truncate(0)
+    buf.seek(0)
+    res = cli("ingest", folder, "--store", store_dir, "--json")
+    assert buf.getvalue() == ""  # never with --json
+    assert set(json.loads(res.stdout)) == SUMMARY_KEYS
+
+
+def test_progress_events(store_dir: Path, folder: Path) -> None:
+    from cograg.ingest.pipeline import ingest_paths
+
+    events = []
+    with SQLiteStore(store_dir) as s:
+        ingest_paths(s, [folder], progress=events.append)
+    assert [e.files_done for e in events] == [1, 2, 3]
+    assert {e.files_total for e in events} == {3}
+    assert sorted(e.outcome for e in events) == ["added", "added", "skipped"]
+    assert events[-1].chunks_written >= 2
+
+
+# ------------------------------------------------------------------------------- errors
+
+def test_error_missing_path(cli, store_dir: Path, tmp_path: Path) -> None:
+    res = cli("ingest", tmp_path / "nope", "--store", store_dir)
+    assert_one_line_error(res.exit_code, res.stdout, res.stderr, contains="path not found")
+
+
+def test_error_unknown_document(cli, store_dir: Path, folder: Path) -> None:
+    cli("ingest", folder, "--store", store_dir)
+    for cmd in ("show", "delete"):
+        res = cli("docs", cmd, "no-such-doc", "--store", store_dir)
+        assert_one_line_error(res.exit_code, res.stdout, res.stderr,
+                              contains="no document matches 'no-such-doc'")
+    with SQLiteStore(store_dir) as s:
+        assert s.count_documents() == 2
+
+
+def test_error_no_store(cli, tmp_path: Path) -> None:
+    missing = tmp_path / "no-store"
+    for args in (("docs", "list"), ("docs", "show", "x"), ("docs", "delete", "x")):
+        res = cli(*args, "--store", missing)
+        assert_one_line_error(res.exit_code, res.stdout, res.stderr, contains="no store at")
+    assert not missing.exists()  # reading commands never create a store
+
+
+@pytest.mark.parametrize(("args", "contains"), [
+    (("--chunk-size", "0"), "chunk_size"),
+    (("--chunk-size", "100000"), "chunk_size"),
+    (("--chunk-size", "64", "--chunk-overlap", "64"), "chunk_overlap must be smaller than chunk_size"),
+    (("--chunk-overlap", "-1"), "chunk_overlap"),
+    (("--chunk-strategy", "paragraphs"), "chunk_strategy"),
+    (("--max-file-mb", "0"), "max_file_mb"),
+])
+def test_error_invalid_options(cli, store_dir: Path, folder: Path, args, contains: str) -> None:
+    res = cli("ingest", folder, "--store", store_dir, *args)
+    assert_one_line_error(res.exit_code, res.stdout, res.stderr, contains=contains)
+    if store_dir.exists():
+        with SQLiteStore(store_dir) as s:
+            assert s.count_documents() == 0
+
+
+def test_error_nothing_to_ingest(cli, store_dir: Path) -> None:
+    res = cli("ingest", "--store", store_dir)
+    assert_one_line_error(res.exit_code, res.stdout, res.stderr, contains="nothing to ingest")
+
+
+def test_error_store_is_a_file(cli, tmp_path: Path, folder: Path) -> None:
+    f = tmp_path / "file"
+    f.write_text("not a directory", encoding="utf-8")
+    res = cli("ingest", folder, "--store", f)
+    assert_one_line_error(res.exit_code, res.stdout, res.stderr, contains="store")
+
+
+def test_error_newer_store_schema(cli, store_dir: Path, folder: Path) -> None:
+    SQLiteStore(store_dir).close()
+    conn = sqlite3.connect(store_dir / DB_NAME)
+    conn.execute(f"PRAGMA user_version={SCHEMA_VERSION + 5}")
+    conn.commit()
+    conn.close()
+    res = cli("ingest", folder, "--store", store_dir)
+    assert_one_line_error(res.exit_code, res.stdout, res.stderr, contains="newer than this cograg supports")
+
+
+def test_unexpected_exception_is_one_line_unless_debug(cli, store_dir: Path, folder: Path,
+                                                       monkeypatch) -> None:
+    from cograg.engine import Engine
+
+    def boom(self, *a, **k):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(Engine, "ingest", boom)
+    res = cli("ingest", folder, "--store", store_dir)
+    assert res.exit_code == 2
+    assert_one_line_error(res.exit_code, res.stdout, res.stderr,
+                          contains="internal error: RuntimeError: disk on fire")
+    monkeypatch.setenv("COGRAG_DEBUG", "1")
+    res = cli("ingest", folder, "--store", store_dir)
+    assert isinstance(res.exception, RuntimeError)  # COGRAG_DEBUG=1 shows the real exception
+
+
+def test_keyboard_interrupt_is_one_line(cli, store_dir: Path, folder: Path, monkeypatch) -> None:
+    from cograg.engine import Engine
+
+    def interrupted(self, *a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Engine, "ingest", interrupted)
+    res = cli("ingest", folder, "--store", store_dir)
+    assert res.exit_code == 130
+    assert_one_line_error(res.exit_code, res.stdout, res.stderr, contains="interrupted")
+
+
+# --------------------------------------------------------------------------- subprocess
+
+def test_subprocess_ingest_json(cograg_cmd, cograg_env, store_dir: Path, folder: Path) -> None:
+    res = subprocess.run([*cograg_cmd, "ingest", str(folder), "--store", str(store_dir), "--json"],
+                         capture_output=True, text=True, env=cograg_env, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "Traceback" not in res.stderr
+    data = json.loads(res.stdout)
+    assert set(data) == SUMMARY_KEYS
+    assert data["added"] == 2 and len(data["skipped"]) == 1
+    # docs list --json is one JSON array
+    res = subprocess.run([*cograg_cmd, "docs", "list", "--store", str(store_dir), "--json"],
+                         capture_output=True, text=True, env=cograg_env, timeout=120)
+    assert res.returncode == 0
+    assert len(json.loads(res.stdout)) == 2
+
+
+def test_subprocess_store_from_env(cograg_cmd, cograg_env, store_dir: Path, folder: Path) -> None:
+    env = {**cograg_env, "COGRAG_STORE": str(store_dir)}
+    res = subprocess.run([*cograg_cmd, "ingest", str(folder), "--json"], capture_output=True, text=True,
+                         env=env, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["added"] == 2
+    assert (store_dir / DB_NAME).is_file()
+
+
+@pytest.mark.parametrize(("case", "contains"), [
+    ("missing-path", "path not found"),
+    ("no-store", "no store at"),
+    ("unknown-doc", "no document matches"),
+    ("chunk-size-0", "chunk_size"),
+])
+def test_subprocess_errors_are_one_line(cograg_cmd, cograg_env, tmp_path: Path, store_dir: Path,
+                                        folder: Path, case: str, contains: str) -> None:
+    if case == "unknown-doc":
+        SQLiteStore(store_dir).close()
+    args = {
+        "missing-path": ["ingest", str(tmp_path / "missing"), "--store", str(store_dir)],
+        "no-store": ["docs", "list", "--store", str(tmp_path / "none")],
+        "unknown-doc": ["docs", "show", "deadbeef", "--store", str(store_dir)],
+        "chunk-size-0": ["ingest", str(folder), "--store", str(store_dir), "--chunk-size", "0"],
+    }[case]
+    res = subprocess.run([*cograg_cmd, *args], capture_output=True, text=True, env=cograg_env, timeout=120)
+    assert res.returncode == 1
+    assert_one_line_error(res.returncode, res.stdout, res.stderr, contains=contains)
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["ingest", "--chunk-size", "abc"], "Invalid value for '--chunk-size'"),
+    (["no-such-command"], "No such command"),
+    (["search"], "Missing argument"),
+])
+def test_usage_errors_are_one_line_in_a_subprocess(cograg_cmd, cograg_env, args, needle) -> None:
+    import subprocess
+
+    proc = subprocess.run([*cograg_cmd, *args], capture_output=True, text=True, env=cograg_env, timeout=60)
+    assert proc.returncode == 2
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0]
+    assert "Traceback" not in proc.stderr + proc.stdout
