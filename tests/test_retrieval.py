@@ -313,3 +313,15 @@ def cli():
         return runner.invoke(app, args, catch_exceptions=False)
 
     return run
+
+
+def test_keyword_index_is_rebuilt_when_the_analyzer_changes(engine: Engine):
+    store_dir = engine.settings.store
+    n = engine.store.count_chunks()
+    engine.store.conn.execute("UPDATE meta SET value='old-analyzer' WHERE key='analyzer'")
+    engine.store.conn.execute("DELETE FROM chunks_fts")
+    engine.close()
+    with SQLiteStore(store_dir) as s:
+        assert s.get_meta("analyzer") != "old-analyzer"
+        assert s.conn.execute("SELECT count(*) FROM chunks_fts").fetchone()[0] == n
+        assert s.keyword_search("Tobias Marrick", 3)

@@ -16,6 +16,9 @@ from functools import lru_cache
 import jieba
 import Stemmer
 
+# Stored in each store; a store indexed with another version has its keyword index rebuilt.
+ANALYZER_VERSION = "jieba-search+bigram+snowball-en/1"
+
 _CJK_RUN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af]+")
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
 _MAX_TERM_LEN = 40

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from cograg.errors import StoreError
-from cograg.index.analyzer import fts_query
+from cograg.index.analyzer import ANALYZER_VERSION, fts_document, fts_query
 from cograg.index.indexing import ChunkIndexer
 from cograg.index.vectors import VectorIndex
 from cograg.ingest.models import Chunk, Document
@@ -131,6 +131,7 @@ class SQLiteStore:
             self.directory.mkdir(parents=True, exist_ok=True)
             self.conn = _connect(db)
             self._migrate()
+            self._check_analyzer()
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"cannot open store {db}: {exc}") from exc
         except OSError as exc:
@@ -152,6 +153,26 @@ class SQLiteStore:
                     if stmt.strip():
                         self.conn.execute(stmt)
                 self.conn.execute(f"PRAGMA user_version={version + 1}")
+
+    def _check_analyzer(self) -> None:
+        """Keyword terms depend on the analyser; rebuild them when it changed since indexing."""
+        if self.get_meta("analyzer") == ANALYZER_VERSION:
+            return
+        from cograg.index.indexing import index_text
+
+        with self.transaction() as conn:
+            conn.execute("DELETE FROM chunks_fts")
+            rows = conn.execute("SELECT c.*, d.title AS doc_title FROM chunks c JOIN documents d USING(doc_id)")
+            batch: list[tuple[int, str]] = []
+            for row in rows:
+                data = dict(row)
+                title = data.pop("doc_title")
+                batch.append((int(data["id"]), fts_document(index_text(_chunk_from_row(data), title))))
+                if len(batch) >= 1000:
+                    conn.executemany("INSERT INTO chunks_fts(rowid, terms) VALUES(?, ?)", batch)
+                    batch.clear()
+            conn.executemany("INSERT INTO chunks_fts(rowid, terms) VALUES(?, ?)", batch)
+            self.set_meta("analyzer", ANALYZER_VERSION)
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
