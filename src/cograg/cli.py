@@ -257,6 +257,7 @@ def eval_retrieval(
     split: Annotated[str, typer.Option(help="qrels split")] = "test",
     modes: Annotated[str, typer.Option(help="comma-separated modes")] = "bm25,vector,hybrid",
     limit: Annotated[int | None, typer.Option(help="evaluate only the first N queries")] = None,
+    fusion: Annotated[str | None, typer.Option(help="hybrid fusion: rrf | weighted")] = None,
     store: Annotated[Path | None, typer.Option("--store", help="store for the corpus [default: <COGRAG_STORE>/eval/<folder name>]")] = None,
     embedder: EmbedderOpt = None,
     as_json: JsonOpt = False,
@@ -266,7 +267,7 @@ def eval_retrieval(
     bad = [m for m in chosen if m not in ("bm25", "vector", "hybrid")]
     if bad or not chosen:
         raise fail(f"--modes must be a comma-separated subset of bm25,vector,hybrid (got {modes!r})")
-    base = _settings(None, embedder=embedder)
+    base = _settings(None, embedder=embedder, fusion=fusion)
     eval_store = store or base.store / "eval" / Path(directory).resolve().name
     settings = base.model_copy(update={"store": eval_store})
     with Engine.open(settings=settings) as engine, _ingest_bar() as bar:

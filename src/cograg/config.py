@@ -54,6 +54,7 @@ class Settings(BaseSettings):
     retrieve_k: int = Field(50, ge=1, le=1000)
     rrf_k: int = Field(60, ge=1)
     fusion: Literal["rrf", "weighted"] = "rrf"
+    vector_weight: float = Field(0.5, ge=0.0, le=1.0, description="weight of vector scores in weighted fusion")
     rerank_candidates: int = Field(20, ge=1, le=200)
     llm: str = Field("default", description="default | fast | gguf:PATH | openai:URL[#model]")
     judge: str = Field("llm", description="claim judge: llm | nli:DIR | lexical")

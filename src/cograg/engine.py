@@ -138,6 +138,7 @@ class Engine:
                 retrieve_k=options.pop("retrieve_k", self.settings.retrieve_k),
                 rrf_k=options.pop("rrf_k", self.settings.rrf_k),
                 fusion=options.pop("fusion", self.settings.fusion),
+                vector_weight=options.pop("vector_weight", self.settings.vector_weight),
                 rerank_candidates=options.pop("rerank_candidates", self.settings.rerank_candidates),
                 **options)
         except ValidationError as exc:
@@ -164,7 +165,12 @@ class Engine:
             return [str(h.metadata.get("record_id")) if h.metadata.get("record_id") is not None else None
                     for h in res.hits]
 
-        return evaluate(run, data, modes, limit=limit, progress=query_progress)  # type: ignore[arg-type]
+        options = {"fusion": self.settings.fusion, "rrf_k": self.settings.rrf_k,
+                   "vector_weight": self.settings.vector_weight}
+        report = evaluate(run, data, modes, limit=limit, progress=query_progress,  # type: ignore[arg-type]
+                          request_options=options)
+        report["fusion"] = self.settings.fusion
+        return report
 
     def documents(self, *, under: str | None = None) -> list[Document]:
         """All stored documents, sorted by source path."""

@@ -78,7 +78,8 @@ def record_ranking(record_ids: Iterable[str | None]) -> list[str]:
 
 def evaluate(search: Callable[[SearchRequest], list[str | None]], data: BeirData,
              modes: Iterable[SearchMode], *, limit: int | None = None,
-             progress: Callable[[str, int, int], None] | None = None) -> dict[str, object]:
+             progress: Callable[[str, int, int], None] | None = None,
+             request_options: dict[str, object] | None = None) -> dict[str, object]:
     """Score `search` (request → record ids of the hits, best first) for each mode."""
     qids = sorted(data.queries)[:limit] if limit else sorted(data.queries)
     report: dict[str, object] = {}
@@ -86,7 +87,7 @@ def evaluate(search: Callable[[SearchRequest], list[str | None]], data: BeirData
         sums = {"ndcg@10": 0.0, "recall@10": 0.0, "recall@100": 0.0, "mrr@10": 0.0}
         for i, qid in enumerate(qids, start=1):
             ranked = record_ranking(search(SearchRequest(query=data.queries[qid], k=300, retrieve_k=200,
-                                                         mode=mode, rerank=False)))
+                                                         mode=mode, rerank=False, **(request_options or {}))))
             rels = data.qrels[qid]
             sums["ndcg@10"] += ndcg_at_k(ranked, rels, 10)
             sums["recall@10"] += recall_at_k(ranked, rels, 10)

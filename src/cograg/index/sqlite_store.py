@@ -487,7 +487,8 @@ def _chunk_from_row(row: sqlite3.Row | dict) -> Chunk:
     data.pop("id", None)
     data["heading_path"] = json.loads(data["heading_path"])
     data["metadata"] = json.loads(data["metadata"])
-    return Chunk(**data)
+    # rows were validated on the way in; re-validating on every search read is the hot path
+    return Chunk.model_construct(**data)
 
 
 def open_store(directory: Path | str, *, create: bool = True,

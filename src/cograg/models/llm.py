@@ -599,11 +599,30 @@ def _import_llama_cpp() -> Any:
     return llama_cpp
 
 
+THREADS_ENV = "COGRAG_LLM_THREADS"
+
+
 def _default_threads() -> int:
+    """$COGRAG_LLM_THREADS, else half the usable CPUs (at least 1).
+
+    llama.cpp's worker threads spin at barriers: with as many threads as cores, any other busy
+    process (the embedder's OpenMP pool, a test run next door) makes generation collapse (measured
+    on 2 shared cores: 0.4 tok/s with 2 threads vs ~22 tok/s with 1 for the 0.5B model).
+    """
+    env = os.environ.get(THREADS_ENV, "").strip()
+    if env:
+        try:
+            n = int(env)
+        except ValueError:
+            raise ModelError(f"${THREADS_ENV} must be a positive integer, got {env!r}") from None
+        if n < 1:
+            raise ModelError(f"${THREADS_ENV} must be a positive integer, got {env!r}")
+        return n
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
+        cpus = os.cpu_count() or 1
+    return max(1, cpus // 2)
 
 
 class _Deadline:
@@ -625,8 +644,10 @@ class LlamaCppLLM(_JSONMixin):
     The prompt is built with the chat template stored in the GGUF file. `chat_json` constrains
     sampling with a grammar generated from the pydantic JSON schema, then validates the result.
     Timeouts are enforced between tokens (prompt processing itself cannot be interrupted, so a
-    very long prompt may overrun a tiny timeout by its prompt-eval time). Calls are serialised
-    with a lock; a `stream` holds the lock until it is exhausted or closed.
+    very long prompt, or the first call after loading while the weights are paged in, may overrun
+    a tiny timeout by its prompt-eval time). Calls are serialised with a lock; a `stream` holds the
+    lock until it is exhausted or closed. `n_threads=None` means $COGRAG_LLM_THREADS or half the
+    CPUs (see `_default_threads`).
     """
 
     def __init__(
@@ -659,6 +680,7 @@ class LlamaCppLLM(_JSONMixin):
         except Exception as exc:  # ValueError("Failed to load model from file") and friends
             raise ModelError(f"cannot load the GGUF model {path}: {exc}") from exc
         self.path = path
+        self.n_threads = threads
         self.n_ctx = int(self._llama.n_ctx())
         self.seed = seed
         self.name = name or f"llama.cpp:{path.stem}"

@@ -50,11 +50,19 @@ class Retriever:
         self.reranker = reranker
         self.policy = policy or CorpusPolicy()
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="cograg-search")
+        self._qcache: dict[tuple[str, str], np.ndarray] = {}
 
     # ------------------------------------------------------------------ one query, one mode
     def _embed(self, query: str) -> np.ndarray:
         assert self.embedder is not None
-        return np.asarray(self.embedder.embed_queries([query])[0], dtype=np.float32)
+        key = (self.embedder.name, query)
+        vec = self._qcache.get(key)
+        if vec is None:
+            vec = np.asarray(self.embedder.embed_queries([query])[0], dtype=np.float32)
+            if len(self._qcache) >= 2048:
+                self._qcache.pop(next(iter(self._qcache)))
+            self._qcache[key] = vec
+        return vec
 
     def _run(self, query: str, req: SearchRequest, groups: list[str] | None,
              timings: dict[str, float], qvec: np.ndarray | None) -> tuple[list[int], dict[int, dict[str, RetrieverHit]], dict[int, float], float | None]:
@@ -141,31 +149,20 @@ class Retriever:
             order, scores = rankings[0], single_scores
 
         t0 = time.perf_counter()
-        rows = self.store.chunks_by_rowid(order)
+        # Only as many rows as can be returned or reranked are read — unless age downweighting may
+        # reorder candidates, in which case every candidate is scored.
+        need = max(req.k, req.rerank_candidates if (self.reranker is not None and req.rerank) else 0)
+        reorders = self.policy.max_age_days is not None and self.policy.max_age_action == "downweight"
         hits_out: list[SearchHit] = []
         filtered = 0
-        for rid in order:
-            if rid not in rows:
-                continue
-            chunk, doc = rows[rid]
-            if not self.policy.admits(doc.source_path, doc.tags):
-                filtered += 1
-                continue
-            score = scores[rid]
-            annotations: list[str] = []
-            if self.policy.is_old(doc.updated_at):
-                if self.policy.max_age_action == "downweight":
-                    score *= self.policy.downweight_factor
-                annotations.append(OLD_DOCUMENT)
-            hits_out.append(SearchHit(
-                chunk_id=chunk.chunk_id, doc_id=chunk.doc_id, seq=chunk.seq, text=chunk.text,
-                title=doc.title, source=doc.source_path, heading_path=chunk.heading_path, page=chunk.page,
-                start=chunk.start, end=chunk.end, token_count=chunk.token_count, metadata=chunk.metadata,
-                score=score, fused_score=scores[rid], retrievers=per.get(rid, {}), annotations=annotations,
-                snippet_visible=self.policy.snippet_visible))
+        pos = 0
+        while pos < len(order) and (reorders or len(hits_out) < need):
+            batch = order[pos:pos + (len(order) if reorders else max(need - len(hits_out), 0) + 16)]
+            pos += len(batch)
+            rows = self.store.chunks_by_rowid(batch)
+            filtered += self._admit(batch, rows, scores, per, hits_out)
         hits_out.sort(key=lambda h: -h.score)
         timings["policy"] = (time.perf_counter() - t0) * 1000
-
         evidence, evidence_source = best_cos, ("vector_cosine" if best_cos is not None else None)
         if self.reranker is not None and req.rerank and hits_out:
             t0 = time.perf_counter()
@@ -179,6 +176,32 @@ class Retriever:
                             evidence_source=evidence_source, policy_version=self.policy.policy_version(),
                             filtered_by_policy=filtered, notes=notes,
                             timings_ms={k: round(v, 2) for k, v in timings.items()})
+
+    def _admit(self, batch: list[int], rows: dict, scores: dict[int, float],
+               per: dict[int, dict[str, RetrieverHit]], hits_out: list[SearchHit]) -> int:
+        """Policy (B2) over candidate rows in rank order: deny → dropped and counted; old →
+        downweighted or annotated. Returns how many were filtered."""
+        filtered = 0
+        for rid in batch:
+            if rid not in rows:
+                continue
+            chunk, doc = rows[rid]
+            if not self.policy.admits(doc.source_path, doc.tags):
+                filtered += 1
+                continue
+            score = scores[rid]
+            annotations: list[str] = []
+            if self.policy.is_old(doc.updated_at):
+                if self.policy.max_age_action == "downweight":
+                    score *= self.policy.downweight_factor
+                annotations.append(OLD_DOCUMENT)
+            hits_out.append(SearchHit.model_construct(
+                chunk_id=chunk.chunk_id, doc_id=chunk.doc_id, seq=chunk.seq, text=chunk.text,
+                title=doc.title, source=doc.source_path, heading_path=chunk.heading_path, page=chunk.page,
+                start=chunk.start, end=chunk.end, token_count=chunk.token_count, metadata=chunk.metadata,
+                score=score, fused_score=scores[rid], retrievers=per.get(rid, {}), annotations=annotations,
+                snippet_visible=self.policy.snippet_visible, rerank_score=None))
+        return filtered
 
     def _rerank(self, query: str, head: list[SearchHit], hits: list[SearchHit]) -> tuple[list[SearchHit], bool]:
         """Reorder the head by reranker score (B4); a reranker that returns None keeps fusion order."""
