@@ -56,27 +56,33 @@ def questions(data: Path, n_cmrc: int, n_hotpot: int, seed: int = 0) -> list[dic
 
 
 def alce(judge: LLMJudge, resp, chunk_text) -> tuple[int, int, int, int]:
-    """(supported statements, statements, relevant citations, citations) in the ALCE sense."""
-    from cograg.answer.verifier import _claim_text, split_sentences
+    """(supported statements, statements, relevant citations, citations) in the ALCE sense.
+
+    Recall: a statement counts when the judge finds it supported by the concatenation of its cited
+    chunks. Precision: a citation counts when its chunk alone supports the statement, or when the
+    statement is supported jointly and not without it. One judge call per statement plus, for
+    statements with several citations, the leave-one-out calls."""
     from cograg.answer.contract import markers_in
+    from cograg.answer.verifier import _claim_text, split_sentences
 
     by_id = {c.id: chunk_text(c.chunk_id) for c in resp.citations}
     sup = stm = rel = cit = 0
     for s in split_sentences(resp.answer):
-        ids = [k for k, _, _ in markers_in(s) if k in by_id]
+        ids = list(dict.fromkeys(k for k, _, _ in markers_in(s) if k in by_id))
         claim = _claim_text(s)
         stm += 1
         if not ids:
             continue
         joint = judge.judge(claim, "\n".join(by_id[i] for i in ids)).verdict == "SUPPORTED"
         sup += joint
+        cit += len(ids)
+        if len(ids) == 1:
+            rel += joint
+            continue
         for i in ids:
-            cit += 1
             alone = judge.judge(claim, by_id[i]).verdict == "SUPPORTED"
             rest = [j for j in ids if j != i]
-            # ALCE: a citation is irrelevant when it alone does not support the claim and the
-            # others support it without it
-            needed = not rest or judge.judge(claim, "\n".join(by_id[j] for j in rest)).verdict != "SUPPORTED"
+            needed = judge.judge(claim, "\n".join(by_id[j] for j in rest)).verdict != "SUPPORTED"
             rel += alone or (joint and needed)
     return sup, stm, rel, cit
 

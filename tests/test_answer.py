@@ -329,3 +329,12 @@ def test_injection_attack_success_is_zero_with_an_obedient_model(tmp_path: Path,
             assert not any(k.lower() in cit.quote.lower() for k in c["canaries"]), c["id"]
     eng.close()
     assert successes == []
+
+
+def test_answer_without_markers_gets_system_assigned_citations_then_verified(eng: Engine):
+    reply = json.dumps({"answer": "The Linden Bridge has seven arches. The moon is made of cheese.",
+                        "citations": [{"id": 1, "quote": ""}], "fallback": False})
+    r = ask(eng, ScriptedLLM([reply]), "How many arches does the Linden Bridge have?")
+    assert not r.fallback and r.removed.markers_inserted >= 1
+    assert r.answer == "The Linden Bridge has seven arches [1]."  # the unsupported sentence is gone
+    assert r.citations[0].source.endswith("bridge.md")

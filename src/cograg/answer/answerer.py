@@ -208,7 +208,8 @@ class Answerer:
                 return self._finish(trace, self._refusal(q, trace, result, f"model failed: {type(exc).__name__}",
                                                          evidence=self._best_evidence(clean_blocks, q)))
             validated = validate_draft(draft, clean_blocks)  # type: ignore[arg-type]
-            for field in ("unmatched_quotes", "repaired_quotes", "markers_without_citation", "citations_without_marker"):
+            for field in ("unmatched_quotes", "repaired_quotes", "markers_without_citation", "citations_without_marker",
+                          "markers_inserted"):
                 setattr(removed, field, getattr(removed, field) + getattr(validated.issues, field))
             removed.hallucinated_ids += validated.issues.hallucinated_ids
             trace.event("DRAFT_READY", attempt=attempt + 1, citations=len(validated.citations),

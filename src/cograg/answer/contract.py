@@ -32,12 +32,29 @@ class DraftCitation(BaseModel):
         return "" if v is None else v
 
 
-class DraftAnswer(BaseModel):
-    """What the LLM is asked to produce (schema-constrained where the backend supports it)."""
+MAX_ANSWER_CHARS = 4000
+MAX_CITATIONS = 20
 
-    answer: str = Field(max_length=4000)
-    citations: list[DraftCitation] = Field(default_factory=list, max_length=20)
+
+class DraftAnswer(BaseModel):
+    """What the LLM is asked to produce (schema-constrained where the backend supports it).
+
+    No length limits in the schema: llama.cpp turns `maxLength`/`maxItems` into grammar
+    repetitions that exceed its limits. Lengths are enforced after generation instead."""
+
+    answer: str
+    citations: list[DraftCitation] = Field(default_factory=list)
     fallback: bool = False
+
+    @field_validator("answer")
+    @classmethod
+    def _cap_answer(cls, v: str) -> str:
+        return v[:MAX_ANSWER_CHARS]
+
+    @field_validator("citations")
+    @classmethod
+    def _cap_citations(cls, v: list[DraftCitation]) -> list[DraftCitation]:
+        return v[:MAX_CITATIONS]
 
 
 class Citation(BaseModel):
@@ -61,6 +78,7 @@ class ContractIssues(BaseModel):
     repaired_quotes: int = 0
     markers_without_citation: int = 0
     citations_without_marker: int = 0
+    markers_inserted: int = Field(0, description="sentences the system attached to a block because the model gave no markers")
 
 
 def normalise_for_match(text: str) -> str:
@@ -135,6 +153,9 @@ def locate_quote(quote: str, claim: str, block: ContextBlock) -> tuple[int, str,
     if quote:
         for i, t in enumerate(texts):
             if quote in t:
+                # an exact quote that has nothing to do with its sentence is not evidence for it
+                if claim and _overlap(claim, quote) < 0.5 * _overlap(claim, best_sentence(claim, t)):
+                    return i, best_sentence(claim, t), "repaired"
                 return i, quote, "exact"
         for i, t in enumerate(texts):
             if find_quote(quote, t) is not None:
@@ -182,6 +203,9 @@ def validate_draft(draft: DraftAnswer, blocks: list[ContextBlock]) -> ValidatedA
         return m.group(0)
 
     answer = MARKER_RE.sub(_doc_marker, answer)
+    # the model listed a valid citation but put no marker in the text: the system places them
+    if not markers_in(answer) and answer and not draft.fallback and any(str(c.id) in by_id for c in draft.citations):
+        answer, issues.markers_inserted = insert_markers(answer, blocks)
     quotes: dict[str, str] = {}
     for c in draft.citations:
         key = str(c.id)
@@ -227,6 +251,30 @@ def validate_draft(draft: DraftAnswer, blocks: list[ContextBlock]) -> ValidatedA
             source=block.source, score=1.0 / block.best_rank, title=block.title, page=block.page,
             heading_path=block.heading_path, annotations=block.annotations))
     return ValidatedAnswer(answer=answer, citations=citations, fallback=draft.fallback, issues=issues)
+
+
+_ANSWER_SENTENCE = re.compile(r"[^。！？!?.\n]+(?:[。！？!?]|\.(?=\s|$)|$)")
+
+
+def insert_markers(answer: str, blocks: list[ContextBlock]) -> tuple[str, int]:
+    """The model wrote no markers: attach each sentence to the block it overlaps most (character
+    bigrams), if it overlaps any. The verifier still decides whether the block supports it."""
+    out: list[str] = []
+    inserted = 0
+    for m in _ANSWER_SENTENCE.finditer(answer):
+        sent = m.group(0)
+        if not sent.strip():
+            continue
+        best = max(blocks, key=lambda b: _overlap(sent, best_sentence(sent, b.text)), default=None)
+        if best is not None and _overlap(sent, best_sentence(sent, best.text)) > 0:
+            body = sent.rstrip()
+            end = body[-1] if body and body[-1] in "。！？!?." else ""
+            out.append(f"{body[:len(body) - len(end)].rstrip()} [{best.citation_id}]{end}")
+            inserted += 1
+        else:
+            out.append(sent.strip())
+    joiner = "" if re.search(r"[\u4e00-\u9fff]", answer) else " "
+    return joiner.join(out), inserted
 
 
 def _sentence_around(answer: str, key: str) -> str:
