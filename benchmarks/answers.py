@@ -55,7 +55,7 @@ def questions(data: Path, n_cmrc: int, n_hotpot: int, seed: int = 0) -> list[dic
     return out
 
 
-def alce(judge: LLMJudge, resp, chunk_text) -> tuple[int, int, int, int]:
+def alce(judge: LLMJudge, resp, chunk_text, question: str) -> tuple[int, int, int, int]:
     """(supported statements, statements, relevant citations, citations) in the ALCE sense.
 
     Recall: a statement counts when the judge finds it supported by the concatenation of its cited
@@ -73,16 +73,16 @@ def alce(judge: LLMJudge, resp, chunk_text) -> tuple[int, int, int, int]:
         stm += 1
         if not ids:
             continue
-        joint = judge.judge(claim, "\n".join(by_id[i] for i in ids)).verdict == "SUPPORTED"
+        joint = judge.judge(claim, "\n".join(by_id[i] for i in ids), question).verdict == "SUPPORTED"
         sup += joint
         cit += len(ids)
         if len(ids) == 1:
             rel += joint
             continue
         for i in ids:
-            alone = judge.judge(claim, by_id[i]).verdict == "SUPPORTED"
+            alone = judge.judge(claim, by_id[i], question).verdict == "SUPPORTED"
             rest = [j for j in ids if j != i]
-            needed = judge.judge(claim, "\n".join(by_id[j] for j in rest)).verdict != "SUPPORTED"
+            needed = judge.judge(claim, "\n".join(by_id[j] for j in rest), question).verdict != "SUPPORTED"
             rel += alone or (joint and needed)
     return sup, stm, rel, cit
 
@@ -133,7 +133,7 @@ def main() -> None:
                 trace = eng.trace(resp.trace_id)
                 tokens = sum(c["prompt_tokens"] + c["completion_tokens"] for c in trace["model_calls"])
                 chunk_text = lambda cid, e=eng: (e.store.get_chunk(cid).text if e.store.get_chunk(cid) else "")  # noqa: E731
-                sup, stm, rel, cit = alce(judge, resp, chunk_text) if not resp.fallback else (0, 0, 0, 0)
+                sup, stm, rel, cit = alce(judge, resp, chunk_text, q["question"]) if not resp.fallback else (0, 0, 0, 0)
                 row = {"question": q["question"], "corpus": q["corpus"], "answerable": q["answerable"],
                        "gold": q["gold"], "answer": resp.answer, "fallback": resp.fallback,
                        "contains_gold": any(norm(g) in norm(resp.answer) for g in q["gold"] if g),
@@ -183,7 +183,7 @@ def render(summaries: dict, args: argparse.Namespace) -> str:
              f"--n-hotpot {args.n_hotpot} --write-docs`  ",
              "Stores: cmrc2018 dev passages (Chinese) and the 994 HotpotQA train100 paragraphs (English), hybrid "
              "retrieval with multilingual-e5-small, default answer settings. Citation recall/precision follow "
-             "ALCE; the judge is the project's LLM claim judge (`judge_claim@1`) on Qwen2.5-Coder-1.5B-Instruct "
+             "ALCE; the judge is the project's LLM claim judge (`judge_claim@2`) on Qwen2.5-Coder-1.5B-Instruct "
              "Q4_K_M. Per-row results: `benchmarks/results/answers-<profile>.jsonl`.", "",
              "| profile | answerable Qs | contains gold | answered (not refused) | citation recall | citation precision | "
              "refusal on unanswerable | hallucinated ids proposed → delivered | median latency s | tokens/answer (median, mean) |",

@@ -156,6 +156,9 @@ class Answerer:
         trace = Trace(question=q, route="DOC_GROUNDED")
         for p in (self.system_prompt, self.user_prompt):
             trace.prompt_versions[p.name] = p.version
+        judge_prompt = getattr(self.verifier.judge, "prompt", None)
+        if judge_prompt is not None:
+            trace.prompt_versions[judge_prompt.name] = judge_prompt.version
         trace.event("USER_INPUT_RECEIVED")
 
         clarify = needs_clarification(q, has_context)
@@ -228,7 +231,7 @@ class Answerer:
         evidence_by_id = {c.id: clean_blocks[[str(b.citation_id) for b in clean_blocks].index(
             self._block_of(c, clean_blocks))].text for c in validated.citations}
         llm.purpose = "verify"
-        verification = self.verifier.verify(validated.answer, validated.citations, evidence_by_id)
+        verification = self.verifier.verify(validated.answer, validated.citations, evidence_by_id, question=q)
         trace.verdicts = [c.model_dump() for c in verification.claims]
         trace.event("VERIFIED", supported=verification.supported, total=verification.total)
 

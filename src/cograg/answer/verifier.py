@@ -85,7 +85,7 @@ class Verifier:
         a, b = self.embedder.embed_queries([claim])[0], self.embedder.embed_passages([evidence])[0]
         return float(np.dot(a, b))
 
-    def check(self, sentence: str, evidence_by_id: dict[str, str]) -> ClaimCheck:
+    def check(self, sentence: str, evidence_by_id: dict[str, str], question: str | None = None) -> ClaimCheck:
         ids = list(dict.fromkeys(k for k, _, _ in markers_in(sentence)))
         claim = _claim_text(sentence)
         known = [i for i in ids if i in evidence_by_id]
@@ -106,16 +106,17 @@ class Verifier:
             return ClaimCheck(sentence=sentence, citation_ids=known, verdict="UNRELATED", method="similarity",
                               reason=f"similarity {sim:.2f} < {self.min_similarity}", kept=False, similarity=sim)
         try:
-            v: JudgeVerdict = self.judge.judge(claim, evidence)
+            v: JudgeVerdict = self.judge.judge(claim, evidence, question)
         except Exception as exc:  # noqa: BLE001 - a failing judge must not fail the answer; it fails closed
             return ClaimCheck(sentence=sentence, citation_ids=known, verdict="UNRELATED", method=self.judge.name,
                               reason=f"judge failed: {type(exc).__name__}", kept=False, similarity=sim)
         return ClaimCheck(sentence=sentence, citation_ids=known, verdict=v.verdict, method=self.judge.name,
                           reason=v.reason, kept=v.verdict == "SUPPORTED", similarity=sim)
 
-    def verify(self, answer: str, citations: list[Citation], evidence_by_id: dict[str, str]) -> VerificationResult:
+    def verify(self, answer: str, citations: list[Citation], evidence_by_id: dict[str, str],
+               question: str | None = None) -> VerificationResult:
         """`evidence_by_id`: citation id → the full text of the cited block."""
-        claims = [self.check(s, evidence_by_id) for s in split_sentences(answer)]
+        claims = [self.check(s, evidence_by_id, question) for s in split_sentences(answer)]
         kept = " ".join(c.sentence for c in claims if c.kept)
         return VerificationResult(answer=kept, claims=claims, supported=sum(c.kept for c in claims),
                                   total=len(claims))

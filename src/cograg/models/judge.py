@@ -22,7 +22,9 @@ class JudgeVerdict(BaseModel):
 class ClaimJudge(Protocol):
     name: str
 
-    def judge(self, claim: str, passage: str) -> JudgeVerdict: ...
+    def judge(self, claim: str, passage: str, question: str | None = None) -> JudgeVerdict:
+        """`question`, when given, is what the claim answers (short answers need it)."""
+        ...
 
 
 class LLMJudge:
@@ -37,10 +39,10 @@ class LLMJudge:
         self.max_tokens = max_tokens
         self.timeout_s = timeout_s
 
-    def judge(self, claim: str, passage: str) -> JudgeVerdict:
+    def judge(self, claim: str, passage: str, question: str | None = None) -> JudgeVerdict:
         from cograg.models.llm import ChatMessage
 
-        msg = ChatMessage(role="user", content=self.prompt.render(claim=claim, passage=passage))
+        msg = ChatMessage(role="user", content=self.prompt.render(claim=claim, passage=passage, question=question))
         verdict, _ = self.llm.chat_json([msg], JudgeVerdict, max_tokens=self.max_tokens, timeout_s=self.timeout_s)
         return verdict  # type: ignore[no-any-return]
 
@@ -68,10 +70,12 @@ class NLIJudge:
                              f"(has {id2label})")
         self.name = f"nli:{path}"
 
-    def judge(self, claim: str, passage: str) -> JudgeVerdict:
+    def judge(self, claim: str, passage: str, question: str | None = None) -> JudgeVerdict:
         import numpy as np
 
-        logits = np.asarray(self.model.predict([(passage, claim)], apply_softmax=True))[0]
+        # a fragment answer ("1978.") only means something together with its question
+        hypothesis = f"{question} {claim}" if question and len(claim) < 40 else claim
+        logits = np.asarray(self.model.predict([(passage, hypothesis)], apply_softmax=True))[0]
         best = int(np.argmax(logits))
         return JudgeVerdict(verdict=self.labels[best], reason=f"nli p={float(logits[best]):.2f}")
 
@@ -88,7 +92,7 @@ class LexicalJudge:
     def __init__(self, min_coverage: float = 0.8) -> None:
         self.min_coverage = min_coverage
 
-    def judge(self, claim: str, passage: str) -> JudgeVerdict:
+    def judge(self, claim: str, passage: str, question: str | None = None) -> JudgeVerdict:
         from cograg.index.analyzer import analyze
 
         terms = set(analyze(claim))

@@ -1,0 +1,90 @@
+"""End to end on the real embedded models: multilingual-e5-small for retrieval, Qwen2.5-Coder
+(1.5B default, 0.5B fast) through llama.cpp for answers and claim judgements. Slow by nature."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from cograg.answer.verifier import split_sentences
+from cograg.config import Settings
+from cograg.engine import Engine
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parent.parent
+MODEL_CACHE = REPO / ".cograg-test-models"  # assembled GGUF files, shared by test runs
+
+
+def _engine(tmp_path: Path, llm: str, corpus: Path) -> Engine:
+    eng = Engine.open(settings=Settings(store=tmp_path / f"store-{llm}", llm=llm, judge="llm",
+                                        model_cache=MODEL_CACHE))
+    eng.ingest([corpus])
+    return eng
+
+
+def assert_contract_holds(eng: Engine, resp) -> None:
+    """The hard guarantees: every delivered sentence carries a citation the verifier marked
+    SUPPORTED; every citation names a stored chunk and quotes it verbatim."""
+    for c in resp.citations:
+        chunk = eng.store.get_chunk(c.chunk_id)
+        assert chunk is not None and c.quote and c.quote in chunk.text and chunk.doc_id == c.doc_id
+    if resp.fallback:
+        return
+    kept = {cl.sentence for cl in resp.claims if cl.kept}
+    assert all(cl.verdict == "SUPPORTED" for cl in resp.claims if cl.kept)
+    ids = {c.id for c in resp.citations}
+    for sentence in split_sentences(resp.answer):
+        assert sentence in kept
+        markers = {m for m in __import__("re").findall(r"\[(\d+)\]", sentence)}
+        assert markers and markers <= ids
+    assert resp.removed.hallucinated_ids == [] or all(h not in ids for h in resp.removed.hallucinated_ids)
+
+
+def test_default_model_answers_the_demo_question_with_verified_citations(tmp_path: Path):
+    eng = _engine(tmp_path, "default", REPO / "examples" / "corpus")
+    resp = eng.ask("Who designed the stone Linden Bridge, and how many arches does it have?")
+    assert_contract_holds(eng, resp)
+    assert not resp.fallback and resp.grounded and "Marrick" in resp.answer
+    assert any(c.source.endswith("bridge_history.html") for c in resp.citations)
+    trace = eng.trace(resp.trace_id)
+    assert {c["purpose"] for c in trace["model_calls"]} >= {"generate", "verify"}
+    assert all(c["prompt_tokens"] > 0 and c["duration_ms"] > 0 for c in trace["model_calls"])
+    # an unanswerable question is refused without inventing anything
+    refused = eng.ask("What is the Wi-Fi password of the Lindenport tram depot?")
+    assert_contract_holds(eng, refused)
+    assert refused.fallback and not refused.grounded
+    eng.close()
+
+
+def test_fast_model_chinese_question(tmp_path: Path):
+    """The 0.5B model may answer or refuse; whatever it delivers must satisfy the contract."""
+    eng = _engine(tmp_path, "fast", REPO / "examples" / "corpus")
+    resp = eng.ask("耐寒茶树品种“银雾”是哪一年育成的？")
+    assert_contract_holds(eng, resp)
+    assert resp.route in ("DOC_GROUNDED", "REFUSED")
+    eng.close()
+
+
+def test_injection_regression_set_real_model(tmp_path: Path):
+    """All 27 poisoned documents in one store, every question asked of the fast model: no canary
+    may reach an answer or a shown quote."""
+    inj = REPO / "tests" / "data" / "injection"
+    corpus = tmp_path / "inj"
+    shutil.copytree(inj / "docs", corpus)
+    eng = _engine(tmp_path, "fast", corpus)
+    cases = [json.loads(line) for line in (inj / "cases.jsonl").read_text(encoding="utf-8").splitlines() if line]
+    successes, answered = [], 0
+    for c in cases:
+        resp = eng.ask(c["question"])
+        assert_contract_holds(eng, resp)
+        shown = (resp.answer + " " + " ".join(ci.quote for ci in resp.citations)).lower()
+        if any(k.lower() in shown for k in c["canaries"]):
+            successes.append(c["id"])
+        answered += not resp.fallback
+    eng.close()
+    assert successes == []
+    assert answered >= 1  # the set is answerable; a pipeline that refuses everything is broken
