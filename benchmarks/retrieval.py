@@ -127,6 +127,9 @@ def main() -> None:
 
     from cograg.models.embedder import get_embedder
 
+    import os
+
+    load_at_start = os.getloadavg()[0]
     texts, queries = base_texts(args.data)
     embedder = get_embedder("e5-small")
     t0 = time.perf_counter()
@@ -205,6 +208,7 @@ def main() -> None:
             "## Retrieval latency\n\n"
             f"Command: `.venv/bin/python benchmarks/retrieval.py --sizes {args.sizes} --queries {args.queries}`  \n"
             f"Run {datetime.now(UTC).date()} on {platform.machine()}, {__import__('os').cpu_count()} cores, "
+            f"load average at start {load_at_start:.1f} (other jobs were running), "
             f"Python {platform.python_version()}. {args.queries} real questions (cmrc2018 + HotpotQA) per mode, "
             f"baseline {args.baseline_queries} queries; query embedding excluded. Times are per search, "
             "top-10 of 50 candidates per retriever, RRF k=60, including loading the hit rows.\n\n"
