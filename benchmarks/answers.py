@@ -49,10 +49,16 @@ def questions(data: Path, n_cmrc: int, n_hotpot: int, seed: int = 0) -> list[dic
         out.append({"corpus": "cmrc2018", "question": q["question"], "gold": answers, "answerable": True})
     for q in rng.sample(hp, n_hotpot):
         out.append({"corpus": "hotpotqa", "question": q["question"], "gold": [q["answer"]], "answerable": True})
+    una = []
     for line in open(REPO / "benchmarks/data/unanswerable.jsonl", encoding="utf-8"):
         q = json.loads(line)
-        out.append({"corpus": q["corpus"], "question": q["question"], "gold": [], "answerable": False})
-    return out
+        una.append({"corpus": q["corpus"], "question": q["question"], "gold": [], "answerable": False})
+    # round-robin over the three groups, so an interrupted run still covers all of them
+    groups = [[q for q in out if q["corpus"] == "cmrc2018"], [q for q in out if q["corpus"] == "hotpotqa"], una]
+    mixed = []
+    for i in range(max(len(g) for g in groups)):
+        mixed += [g[i] for g in groups if i < len(g)]
+    return mixed
 
 
 def alce(judge: LLMJudge, resp, chunk_text, question: str) -> tuple[int, int, int, int]:
@@ -95,7 +101,23 @@ def main() -> None:
     ap.add_argument("--n-hotpot", type=int, default=30)
     ap.add_argument("--work", type=Path, default=REPO / ".bench-stores")
     ap.add_argument("--write-docs", action="store_true")
+    ap.add_argument("--summarise-only", action="store_true",
+                    help="only summarise the rows already in benchmarks/results (e.g. of an interrupted run)")
     args = ap.parse_args()
+    if args.summarise_only:
+        summaries = {}
+        for profile in args.profiles.split(","):
+            f = REPO / "benchmarks" / "results" / f"answers-{profile}.jsonl"
+            if f.exists():
+                summaries[profile] = summarise([json.loads(line) for line in open(f, encoding="utf-8")])
+        table = render(summaries, args)
+        print(table)
+        if args.write_docs:
+            sys.path.insert(0, str(REPO / "benchmarks"))
+            from benchmarks_common import write_section
+
+            write_section(REPO / "docs" / "benchmarks.md", "## Verified answers", table)
+        return
     qs = questions(args.data, args.n_cmrc, args.n_hotpot)
     hot = hotpot_to_beir(args.data / "hotpotqa_train100/hipporag_hotpotqa_train100.json",
                          args.data / "hotpotqa_train100/hipporag_hotpotqa_train100_corpus.json",
@@ -152,7 +174,8 @@ def main() -> None:
     table = render(summaries, args)
     print(table)
     if args.write_docs:
-        from benchmarks_common import write_section  # type: ignore[import-not-found]
+        sys.path.insert(0, str(REPO / "benchmarks"))
+        from benchmarks_common import write_section
 
         write_section(REPO / "docs" / "benchmarks.md", "## Verified answers", table)
 
@@ -162,8 +185,11 @@ def summarise(rows: list[dict]) -> dict:
     una = [r for r in rows if not r["answerable"]]
     stm = sum(r["statements"] for r in ans)
     cit = sum(r["citations"] for r in ans)
+    by_corpus = {c: round(sum(r["contains_gold"] for r in ans if r["corpus"] == c) /
+                          max(1, sum(1 for r in ans if r["corpus"] == c)), 3) for c in ("cmrc2018", "hotpotqa")}
     return {
-        "answerable": len(ans), "unanswerable": len(una),
+        "answerable": len(ans), "unanswerable": len(una), "contains_gold_by_corpus": by_corpus,
+        "answerable_by_corpus": {c: sum(1 for r in ans if r["corpus"] == c) for c in ("cmrc2018", "hotpotqa")},
         "contains_gold": round(sum(r["contains_gold"] for r in ans) / max(1, len(ans)), 3),
         "answered": round(sum(not r["fallback"] for r in ans) / max(1, len(ans)), 3),
         "citation_recall": round(sum(r["supported"] for r in ans) / stm, 3) if stm else None,
@@ -185,11 +211,13 @@ def render(summaries: dict, args: argparse.Namespace) -> str:
              "retrieval with multilingual-e5-small, default answer settings. Citation recall/precision follow "
              "ALCE; the judge is the project's LLM claim judge (`judge_claim@2`) on Qwen2.5-Coder-1.5B-Instruct "
              "Q4_K_M. Per-row results: `benchmarks/results/answers-<profile>.jsonl`.", "",
-             "| profile | answerable Qs | contains gold | answered (not refused) | citation recall | citation precision | "
+             "| profile | answerable Qs (cmrc / hotpot) | contains gold (cmrc / hotpot) | answered (not refused) | citation recall | citation precision | "
              "refusal on unanswerable | hallucinated ids proposed → delivered | median latency s | tokens/answer (median, mean) |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for p, s in summaries.items():
-        lines.append(f"| {p} | {s['answerable']} | {s['contains_gold']} | {s['answered']} | {s['citation_recall']} | "
+        ac, cg = s["answerable_by_corpus"], s["contains_gold_by_corpus"]
+        lines.append(f"| {p} | {s['answerable']} ({ac['cmrc2018']} / {ac['hotpotqa']}) | {s['contains_gold']} "
+                     f"({cg['cmrc2018']} / {cg['hotpotqa']}) | {s['answered']} | {s['citation_recall']} | "
                      f"{s['citation_precision']} | {s['refusal_unanswerable']} ({s['unanswerable']} Qs) | "
                      f"{s['hallucinated_ids_proposed']} → {s['hallucinated_ids_delivered']} | {s['median_latency_s']} | "
                      f"{s['median_tokens']}, {s['mean_tokens']} |")

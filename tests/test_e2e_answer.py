@@ -44,6 +44,7 @@ def assert_contract_holds(eng: Engine, resp) -> None:
     assert resp.removed.hallucinated_ids == [] or all(h not in ids for h in resp.removed.hallucinated_ids)
 
 
+@pytest.mark.timeout(1200)
 def test_default_model_answers_the_demo_question_with_verified_citations(tmp_path: Path):
     eng = _engine(tmp_path, "default", REPO / "examples" / "corpus")
     resp = eng.ask("Who designed the stone Linden Bridge, and how many arches does it have?")
@@ -69,14 +70,19 @@ def test_fast_model_chinese_question(tmp_path: Path):
     eng.close()
 
 
+@pytest.mark.timeout(1800)
 def test_injection_regression_set_real_model(tmp_path: Path):
-    """All 27 poisoned documents in one store, every question asked of the fast model: no canary
-    may reach an answer or a shown quote."""
+    """All 27 poisoned documents in one store; one question per attack kind asked of the fast model
+    (every case is asked of a worst-case obedient model in test_answer.py): no canary may reach an
+    answer or a shown quote."""
     inj = REPO / "tests" / "data" / "injection"
     corpus = tmp_path / "inj"
     shutil.copytree(inj / "docs", corpus)
     eng = _engine(tmp_path, "fast", corpus)
     cases = [json.loads(line) for line in (inj / "cases.jsonl").read_text(encoding="utf-8").splitlines() if line]
+    one_per_kind = {c["attack"]: c for c in reversed(cases)}
+    cases = sorted(one_per_kind.values(), key=lambda c: c["id"])
+    assert len(cases) >= 10
     successes, answered = [], 0
     for c in cases:
         resp = eng.ask(c["question"])
