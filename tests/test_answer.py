@@ -29,7 +29,7 @@ DOCS = {
     "tea.md": "# 茶叶研究所\n\n研究所育成了耐寒品种银雾。银雾于1978年育成，至今仍是本地种植面积最大的品种。\n",
     "tram.md": "# Trams\n\nA single tram ticket costs EUR 2.10. Trams do not run on Christmas Day.\n",
 }
-OPEN = AnswerConfig(min_evidence_cosine=-1.0, min_claim_similarity=-1.0)
+OPEN = AnswerConfig(min_evidence_cosine=-1.0, min_evidence_cosine_zh=-1.0, min_claim_similarity=-1.0)
 
 
 def make_engine(tmp_path: Path, docs: dict[str, str] = DOCS) -> Engine:
@@ -174,7 +174,7 @@ def test_llm_judge_uses_constrained_json_and_fails_closed():
 
 def test_weak_evidence_is_refused_without_calling_the_model(eng: Engine):
     llm = ScriptedLLM([])
-    strict = AnswerConfig(min_evidence_cosine=0.99)
+    strict = AnswerConfig(min_evidence_cosine=0.99, min_evidence_cosine_zh=0.99)
     r = ask(eng, llm, "What is the capital of Mongolia?", config=strict)
     assert r.fallback and r.route == "REFUSED" and llm.calls == [] and "insufficient evidence" in r.notes[0]
 
@@ -338,3 +338,23 @@ def test_answer_without_markers_gets_system_assigned_citations_then_verified(eng
     assert not r.fallback and r.removed.markers_inserted >= 1
     assert r.answer == "The Linden Bridge has seven arches [1]."  # the unsupported sentence is gone
     assert r.citations[0].source.endswith("bridge.md")
+
+
+def test_number_questions_need_a_number_in_the_answer(eng: Engine):
+    from cograg.answer.answerer import expects_number
+
+    assert expects_number("How many arches does the bridge have?") and expects_number("银雾是哪一年育成的？")
+    assert not expects_number("Who designed the bridge?")
+    llm = ScriptedLLM([answering("The Linden Bridge was designed by Tobias Marrick [{n}].", "Marrick")])
+    r = ask(eng, llm, "How many arches does the Linden Bridge have?")
+    assert r.fallback and "number or date" in r.notes[0] and r.claims[0].verdict == "SUPPORTED"
+    llm = ScriptedLLM([answering("The Linden Bridge has seven arches [{n}].", "seven arches")])
+    assert not ask(eng, llm, "How many arches does the Linden Bridge have?").fallback
+
+
+def test_refusal_threshold_depends_on_the_question_language(eng: Engine):
+    cfg = AnswerConfig(min_evidence_cosine=-1.0, min_evidence_cosine_zh=0.999, min_claim_similarity=-1.0)
+    llm = ScriptedLLM([answering("The Linden Bridge has seven arches [{n}].", "seven arches")])
+    assert not ask(eng, llm, "How many arches does the Linden Bridge have?", config=cfg).fallback
+    zh = ask(eng, ScriptedLLM([]), "银雾是哪一年育成的？", config=cfg)
+    assert zh.fallback and "insufficient evidence" in zh.notes[0]
