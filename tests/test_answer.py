@@ -358,3 +358,13 @@ def test_refusal_threshold_depends_on_the_question_language(eng: Engine):
     assert not ask(eng, llm, "How many arches does the Linden Bridge have?", config=cfg).fallback
     zh = ask(eng, ScriptedLLM([]), "银雾是哪一年育成的？", config=cfg)
     assert zh.fallback and "insufficient evidence" in zh.notes[0]
+
+
+def test_judge_calls_are_recorded_in_the_trace(eng: Engine):
+    judge = LLMJudge(ScriptedLLM(['{"verdict": "SUPPORTED", "reason": "stated"}'], name="judge-model"))
+    llm = ScriptedLLM([answering("The Linden Bridge has seven arches [{n}].", "seven arches")])
+    r = ask(eng, llm, "How many arches does the Linden Bridge have?", judge=judge)
+    calls = eng.trace(r.trace_id)["model_calls"]
+    assert [(c["purpose"], c["model"]) for c in calls] == [("generate", "scripted"), ("verify", "judge-model")]
+    assert not isinstance(judge.llm, type(None)) and judge.llm.name == "judge-model"  # restored
+    assert eng.trace(r.trace_id)["prompt_versions"]["judge_claim"] == "judge_claim@2"

@@ -248,8 +248,18 @@ class Answerer:
 
         evidence_by_id = {c.id: clean_blocks[[str(b.citation_id) for b in clean_blocks].index(
             self._block_of(c, clean_blocks))].text for c in validated.citations}
-        llm.purpose = "verify"
-        verification = self.verifier.verify(validated.answer, validated.citations, evidence_by_id, question=q)
+        # the judge's own model calls go into this trace too (it may be a different model)
+        judge = self.verifier.judge
+        judge_llm = getattr(judge, "llm", None)
+        if judge_llm is not None:
+            recorder = RecordingLLM(judge_llm, trace)
+            recorder.purpose = "verify"
+            judge.llm = recorder
+        try:
+            verification = self.verifier.verify(validated.answer, validated.citations, evidence_by_id, question=q)
+        finally:
+            if judge_llm is not None:
+                judge.llm = judge_llm
         trace.verdicts = [c.model_dump() for c in verification.claims]
         trace.event("VERIFIED", supported=verification.supported, total=verification.total)
 
