@@ -54,10 +54,13 @@ def test_default_model_answers_the_demo_question_with_verified_citations(tmp_pat
     trace = eng.trace(resp.trace_id)
     assert {c["purpose"] for c in trace["model_calls"]} >= {"generate", "verify"}
     assert all(c["prompt_tokens"] > 0 and c["duration_ms"] > 0 for c in trace["model_calls"])
-    # an unanswerable question is refused without inventing anything
-    refused = eng.ask("What is the Wi-Fi password of the Lindenport tram depot?")
-    assert_contract_holds(eng, refused)
-    assert refused.fallback and not refused.grounded
+    # a question far from the corpus is refused before any model call
+    refused = eng.ask("Who won the 1998 FIFA World Cup final?")
+    assert refused.fallback and not refused.grounded and refused.route == "REFUSED"
+    assert eng.trace(refused.trace_id)["model_calls"] == []
+    # one close to the corpus but unanswered in it reaches the model: refused or not, the contract holds
+    near = eng.ask("What is the Wi-Fi password of the Lindenport tram depot?")
+    assert_contract_holds(eng, near)
     eng.close()
 
 
