@@ -106,11 +106,18 @@ def main() -> None:
     args = ap.parse_args()
     if args.summarise_only:
         summaries = {}
+        wanted = {q["question"] for q in questions(args.data, args.n_cmrc, args.n_hotpot)}
         for profile in args.profiles.split(","):
             f = REPO / "benchmarks" / "results" / f"answers-{profile}.jsonl"
             if f.exists():
-                summaries[profile] = summarise([json.loads(line) for line in open(f, encoding="utf-8")])
+                rows = [r for r in (json.loads(line) for line in open(f, encoding="utf-8")) if r["question"] in wanted]
+                summaries[profile] = summarise(rows)
         table = render(summaries, args)
+        done = {p: s["answerable"] + s["unanswerable"] for p, s in summaries.items()}
+        if any(n < len(wanted) for n in done.values()):
+            table += (f"\nPartial run: the script was stopped before the end (time). Questions done per profile: "
+                      f"{done} of {len(wanted)}; the round-robin order (cmrc, HotpotQA, unanswerable) keeps every "
+                      "group represented. Re-running the same command resumes where it stopped.\n")
         print(table)
         if args.write_docs:
             sys.path.insert(0, str(REPO / "benchmarks"))
