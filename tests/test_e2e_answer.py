@@ -53,7 +53,8 @@ def test_default_model_answers_the_demo_question_with_verified_citations(tmp_pat
     assert any(c.source.endswith("bridge_history.html") for c in resp.citations)
     trace = eng.trace(resp.trace_id)
     assert {c["purpose"] for c in trace["model_calls"]} >= {"generate", "verify"}
-    assert all(c["prompt_tokens"] > 0 and c["duration_ms"] > 0 for c in trace["model_calls"])
+    # a call may time out on a loaded machine (then the answer is regenerated); successful ones have counts
+    assert all(c["prompt_tokens"] > 0 and c["duration_ms"] > 0 for c in trace["model_calls"] if c["ok"])
     # a question far from the corpus is refused before any model call
     refused = eng.ask("Who won the 1998 FIFA World Cup final?")
     assert refused.fallback and not refused.grounded and refused.route == "REFUSED"

@@ -55,10 +55,11 @@ class RecordingLLM:
         self.purpose = "generate"
 
     def _record(self, started: float, resp: Any = None, error: Exception | None = None) -> None:
+        source = resp if resp is not None else error  # a timeout carries its partial token counts
         self.trace.model_calls.append(ModelCall(
             purpose=self.purpose, model=self.name,
-            prompt_tokens=getattr(resp, "prompt_tokens", 0) or 0,
-            completion_tokens=getattr(resp, "completion_tokens", 0) or 0,
+            prompt_tokens=getattr(source, "prompt_tokens", 0) or 0,
+            completion_tokens=getattr(source, "completion_tokens", 0) or 0,
             duration_ms=round(getattr(resp, "duration_ms", 0.0) or (time.perf_counter() - started) * 1000, 1),
             ok=error is None, error=None if error is None else f"{type(error).__name__}: {error}"[:300]))
 
