@@ -1,10 +1,11 @@
-"""Helpers shared by the torch-based models: offline mode, lazy imports, local directories."""
+"""Helpers shared by the model backends: offline mode, lazy imports, local directories, HTTP clients."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from cograg.models import ModelError
 
@@ -81,3 +82,13 @@ def cap_max_length(model: object, requested: int | None = None) -> None:
             model.max_seq_length = min(wanted)  # type: ignore[attr-defined]
         except Exception:  # pragma: no cover - models without a settable length
             pass
+
+
+def openai_http_client(timeout_s: float, api_key: str | None) -> Any:
+    """The httpx client both OpenAI-compatible backends (embeddings, chat) use."""
+    import httpx
+
+    headers = {"Accept": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    return httpx.Client(timeout=httpx.Timeout(timeout_s), headers=headers)

@@ -26,7 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from cograg.models import ModelError
-from cograg.models._local import cap_max_length, import_sentence_transformers, model_dir
+from cograg.models._local import cap_max_length, import_sentence_transformers, model_dir, openai_http_client
 
 DEFAULT_EMBEDDER = "e5-small"
 
@@ -325,11 +325,8 @@ class OpenAIEmbedder:
         self._model = model or None
         self._dim: int | None = None
         self._lock = threading.Lock()
-        headers = {"Accept": "application/json"}
-        if api_key:
-            headers["Authorization"] = f"Bearer {api_key}"
         self._httpx = httpx
-        self._client = httpx.Client(timeout=httpx.Timeout(self.timeout), headers=headers)
+        self._client = openai_http_client(self.timeout, api_key)
 
     # -- identity ----------------------------------------------------------------------
     @property

@@ -36,6 +36,7 @@ from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
 from pydantic import BaseModel, ValidationError
 
 from cograg.models import ModelError
+from cograg.models._local import openai_http_client
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -935,11 +936,8 @@ class OpenAICompatLLM(_JSONMixin):
         self._model = (model or "").strip() or None
         self._json_mode: int = 0
         self._lock = threading.Lock()
-        headers = {"Accept": "application/json"}
-        if api_key:
-            headers["Authorization"] = f"Bearer {api_key}"
         self._httpx = httpx
-        self._client = httpx.Client(timeout=httpx.Timeout(self.timeout_s), headers=headers)
+        self._client = openai_http_client(self.timeout_s, api_key)
 
     # -- identity --------------------------------------------------------------------
     @property
