@@ -301,12 +301,18 @@ def ask(
     judge: Annotated[str | None, typer.Option(envvar="COGRAG_JUDGE", help="llm | lexical | nli:DIR")] = None,
     groups: Annotated[str | None, typer.Option(help="ask as a principal with these groups")] = None,
     user: Annotated[str | None, typer.Option(help="ask as this user")] = None,
-    explain: Annotated[bool, typer.Option("--explain", help="show verdicts, removals and model calls")] = False,
+    explain: Annotated[bool, typer.Option("--explain", help="show route, decision path, plan, node timings, "
+                                                        "verdicts and model calls")] = False,
+    mode: Annotated[str | None, typer.Option("--mode", help="force an execution mode: R0…R5 (default: the router decides)")] = None,
     store: StoreOpt = None,
     embedder: EmbedderOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Answer QUESTION from the store with numbered citations that were checked against their sources."""
+    """Answer QUESTION from the store with numbered citations that were checked against their sources.
+
+    The router sends the question down the cheapest path that can answer it: one retrieval (R1),
+    a self-corrective retrieve/grade/rewrite loop (R2), or a plan of sub-questions run as a DAG (R3);
+    it asks back when the question is ambiguous and declines requests against policy."""
     settings = _settings(store, embedder=embedder, llm=model, judge=judge)
     principal = None
     if groups is not None or user is not None:
@@ -315,7 +321,7 @@ def ask(
         principal = Principal(user=user, groups=_split(groups))
     with Engine.open(settings=settings, create=False) as engine:
         with err.status("thinking…", spinner="dots") if err.is_terminal and not as_json else _nullcontext():
-            resp = engine.ask(question, principal=principal)
+            resp = engine.ask(question, principal=principal, mode=mode)
         trace = engine.trace(resp.trace_id) if explain else None
     if as_json:
         out.print_json(resp.model_dump_json())
@@ -330,8 +336,10 @@ def ask(
         old = "".join(f" ({a})" for a in c.annotations)
         out.print(f"[bold][{c.id}][/] {where}{page}{old} — [dim]{c.source}[/]", highlight=False)
         out.print(f"    “{c.quote}”", highlight=False)
-    out.print(f"\n[dim]route {resp.route} · grounded {resp.grounded} · confidence {resp.confidence:.2f} · "
-              f"trace {resp.trace_id}[/]", highlight=False)
+    if resp.clarification and resp.clarification != resp.answer:
+        out.print(f"\n[yellow]{resp.clarification}[/]", highlight=False)
+    out.print(f"\n[dim]route {resp.route} · mode {resp.mode} · grounded {resp.grounded} · "
+              f"confidence {resp.confidence:.2f} · trace {resp.trace_id}[/]", highlight=False)
     if explain and trace is not None:
         _print_trace(trace)
 
@@ -344,10 +352,57 @@ class _nullcontext:
         return None
 
 
+def _print_control(t: dict[str, Any]) -> None:
+    """Route decision, state path, self-corrective decision path and the plan graph (SPEC D)."""
+    d = t.get("decision") or {}
+    if d:
+        scores = ", ".join(f"{k} {v:.2f}" for k, v in (d.get("scores") or {}).items())
+        out.print(f"route: {d.get('route')} → mode {t.get('mode') or d.get('mode')}  [dim]({scores}; rules "
+                  f"{d.get('rules_version')})[/]", highlight=False)
+        for r in d.get("reasons", []):
+            out.print(f"  · {r}", highlight=False)
+        suff = d.get("sufficiency")
+        if suff:
+            out.print(f"  preflight: {suff.get('hits')} hits, top {suff.get('top_score')}, coverage "
+                      f"{suff.get('coverage')}, sufficient {suff.get('sufficient')}", highlight=False)
+    if t.get("states"):
+        out.print("states: " + " → ".join(t["states"]), highlight=False)
+    tried = (t.get("outcome") or {}).get("modes_tried") or []
+    if len(tried) > 1:
+        out.print("fallback: " + " → ".join(f"{m['mode']}{'' if m['ok'] else ' ✗ ' + m.get('reason', '')}"
+                                              for m in tried), highlight=False)
+    loop = t.get("loop") or {}
+    if loop.get("decision_path"):
+        out.print("decision path: " + " → ".join(loop["decision_path"]), highlight=False)
+        for rw in loop.get("rewrite_history", []):
+            out.print(f"  rewrite: {rw.get('rewritten_query')}  [dim]{rw.get('rewrite_reason', '')}[/]", highlight=False)
+        for n in loop.get("node_executions", []):
+            out.print(f"  {n.get('node'):<10} {n.get('duration_ms', 0):>9.1f} ms", highlight=False)
+    plan = t.get("plan") or {}
+    if plan.get("plan") or plan.get("nodes"):
+        out.print("plan:", highlight=False)
+        nodes = {n["id"]: n for n in plan.get("nodes", [])}
+        for task in (plan.get("plan") or {}).get("sub_tasks", []):
+            n = nodes.get(task["id"], {})
+            deps = ", ".join(str(x) for x in task.get("dependencies", [])) or "—"
+            status = n.get("status", "not run")
+            colour = "green" if status == "done" else "red"
+            out.print(f"  [{task['id']}] {task.get('type') or ('reason' if task.get('dependencies') else 'retrieve')}"
+                      f" ← {deps}: {task['description']}  [{colour}]{status}[/] "
+                      f"[dim]{n.get('duration_ms', 0):.0f} ms, {n.get('tokens', 0)} tokens[/]", highlight=False)
+            if n.get("statement"):
+                out.print(f"      {n['statement'][:160]}", highlight=False)
+            elif n.get("error"):
+                out.print(f"      [dim]{n['error'][:160]}[/]", highlight=False)
+    elif (plan.get("outcome") or {}).get("errors"):
+        out.print(f"plan rejected: {plan['outcome']['errors']}", highlight=False)
+
+
 def _print_trace(t: dict[str, Any]) -> None:
     out.print(f"[bold]trace {t['trace_id']}[/] · {t.get('created_at', '')} · route {t.get('route')}", highlight=False)
     out.print(f"question: {t.get('question')}", highlight=False)
     out.print(f"prompts: {t.get('prompt_versions')}", highlight=False)
+    _print_control(t)
     for e in t.get("events", []):
         data = ", ".join(f"{k}={v}" for k, v in e.get("data", {}).items())
         out.print(f"  {e['at_ms']:>9.1f} ms  {e['name']}  [dim]{data}[/]", highlight=False)

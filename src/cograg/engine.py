@@ -22,6 +22,15 @@ from cograg.retrieval.policy import CorpusPolicy, load_policy
 from cograg.retrieval.search import QueryError, Retriever
 
 
+def _mode_name(mode: str) -> str:
+    from cograg.control.models import mode_name
+
+    try:
+        return mode_name(mode)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 class Engine:
     """A document store plus the stages that work on it."""
 
@@ -103,9 +112,46 @@ class Engine:
                         config=cfg, save_trace=lambda t: self.store.save_trace(
                             t.trace_id, "answer", t.question, t.model_dump(exclude={"trace_id", "question"})))
 
-    def ask(self, question: str, *, principal: Principal | None = None, config: Any = None) -> Any:
-        """A verified, cited answer (the contract object of SPEC C1), its trace stored."""
-        return self.answerer(config, principal=principal).answer(question)
+    def orchestrator(self, *, principal: Principal | None = None, bus: Any = None) -> Any:
+        """The control-flow pipeline over this store (SPEC D): router, self-corrective loop,
+        planner + DAG executor, synthesizer, all answering through the verified-answer contract."""
+        from cograg.answer.answerer import Answerer
+        from cograg.answer.verifier import Verifier
+        from cograg.orchestrator.orchestrator import Orchestrator
+
+        def search(question: str, k: int = 6) -> SearchResult:
+            return self.search(question, k=k, mode="hybrid", principal=principal)
+
+        def answerer_factory(search: Any, cfg: Any) -> Answerer:
+            verifier = Verifier(self.judge, embedder=self.embedder, min_similarity=cfg.min_claim_similarity)
+            return Answerer(search=search, llm=self.llm, verifier=verifier, config=cfg)
+
+        def chunk_text(chunk_id: str) -> str:
+            chunk = self.store.get_chunk(chunk_id)
+            return chunk.text if chunk is not None else ""
+
+        return Orchestrator(search=search, llm=self.llm,
+                            answerer_factory=answerer_factory, judge=self.judge, chunk_text=chunk_text,
+                            save_trace=lambda t: self.store.save_trace(
+                                t.trace_id, t.route or "answer", t.question,
+                                t.model_dump(exclude={"trace_id", "question"})),
+                            bus=bus)
+
+    def ask(self, question: str, *, principal: Principal | None = None, config: Any = None,
+            mode: str | None = None, options: Any = None, bus: Any = None, cancel: Any = None) -> Any:
+        """A verified, cited answer (the contract object of SPEC C1), its trace stored.
+
+        The router picks the cheapest mode that can answer (D1) unless `mode` forces one
+        (`R1_ONE_SHOT_RETRIEVE`, `R2_MULTI_RETRIEVE`, `R3_DAG_PLAN`, …); `config` is the
+        AnswerConfig, `options` a full TurnOptions, `bus` an EventBus to stream the turn's events."""
+        from cograg.orchestrator.orchestrator import TurnOptions
+
+        opts = options or TurnOptions()
+        if config is not None:
+            opts = opts.model_copy(update={"answer": config})
+        if mode is not None:
+            opts = opts.model_copy(update={"force_mode": _mode_name(mode)})
+        return self.orchestrator(principal=principal, bus=bus).ask(question, options=opts, cancel=cancel)
 
     def trace(self, trace_id: str) -> dict[str, Any]:
         found = self.store.get_trace(trace_id)

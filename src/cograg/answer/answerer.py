@@ -8,6 +8,7 @@ are delivered — is deterministic code.
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -70,6 +71,8 @@ class AnswerResponse(BaseModel):
     evidence_score: float | None = None
     clarification: str | None = None
     notes: list[str] = Field(default_factory=list)
+    mode: str | None = Field(None, description="execution mode R0…R5 chosen by the router (D1)")
+    explain: dict[str, Any] = Field(default_factory=dict, description="route, decision path, plan, node timings")
 
 
 def is_chinese(text: str) -> bool:
@@ -106,6 +109,29 @@ def needs_clarification(question: str, has_context: bool) -> str | None:
     return f"Which {m.group(0).split()[-1]} do you mean by “{m.group(0)}”? Please name it so I can look it up."
 
 
+def recording_verifier(verifier: Verifier, trace: Trace) -> Verifier:
+    """A copy of `verifier` whose judge's model calls land in `trace`. A copy, not a swap, so
+    answers verified concurrently (parallel plan tasks, HTTP requests) never see each other's."""
+    judge_llm = getattr(verifier.judge, "llm", None)
+    if judge_llm is None:
+        return verifier
+    recorder = RecordingLLM(judge_llm, trace)
+    recorder.purpose = "verify"
+    judge = copy.copy(verifier.judge)
+    judge.llm = recorder
+    clone = copy.copy(verifier)
+    clone.judge = judge
+    return clone
+
+
+def record_outcome(trace: Trace, resp: AnswerResponse) -> None:
+    """Write the delivered answer into its trace (F5)."""
+    trace.route = resp.route
+    trace.outcome.update({"fallback": resp.fallback, "grounded": resp.grounded, "confidence": resp.confidence,
+                          "answer": resp.answer, "citations": [c.model_dump() for c in resp.citations],
+                          "removed": resp.removed.model_dump()})
+
+
 class Answerer:
     def __init__(self, *, search: Callable[[str], SearchResult], llm: Any, verifier: Verifier,
                  config: AnswerConfig | None = None, save_trace: Callable[[Trace], None] | None = None) -> None:
@@ -128,13 +154,14 @@ class Answerer:
             return result.evidence_score >= self.config.min_evidence_rerank
         return result.evidence_score >= self._cosine_floor(result.query)
 
-    def _messages(self, question: str, blocks: list[ContextBlock], retry_reason: str | None) -> list[Any]:
+    def _messages(self, question: str, blocks: list[ContextBlock], retry_reason: str | None,
+                  facts: list[dict[str, str]] | None = None) -> list[Any]:
         from cograg.models.llm import ChatMessage
 
         view = [{"citation_id": b.citation_id, "source_name": Path(b.source).name, "text": b.text} for b in blocks]
         return [ChatMessage(role="system", content=self.system_prompt.render(max_sentences=self.config.max_sentences)),
-                ChatMessage(role="user", content=self.user_prompt.render(facts=[], blocks=view, question=question,
-                                                                         retry_reason=retry_reason))]
+                ChatMessage(role="user", content=self.user_prompt.render(facts=facts or [], blocks=view,
+                                                                         question=question, retry_reason=retry_reason))]
 
     def _refusal(self, question: str, trace: Trace, result: SearchResult | None, reason: str,
                  route: str = "REFUSED", evidence: list[Citation] | None = None) -> AnswerResponse:
@@ -155,44 +182,64 @@ class Answerer:
                               route=route, trace_id=trace.trace_id,
                               evidence_score=result.evidence_score if result else None, notes=[reason])
 
-    def _finish(self, trace: Trace, resp: AnswerResponse) -> AnswerResponse:
-        trace.route = resp.route
-        trace.outcome.update({"fallback": resp.fallback, "grounded": resp.grounded, "confidence": resp.confidence,
-                              "answer": resp.answer, "citations": [c.model_dump() for c in resp.citations],
-                              "removed": resp.removed.model_dump()})
+    def _finish(self, trace: Trace, resp: AnswerResponse, save: bool = True) -> AnswerResponse:
+        if not save:  # a step of a larger turn: the caller owns the trace and its outcome
+            return resp
+        record_outcome(trace, resp)
         if self.save_trace:
             self.save_trace(trace)
         return resp
 
     # ------------------------------------------------------------------ main
-    def answer(self, question: str, *, has_context: bool = False) -> AnswerResponse:
+    def check_question(self, question: str) -> str:
+        """The stripped question, or QuestionError for an empty or oversized one."""
         q = (question or "").strip()
         if not q:
             raise QuestionError("empty question")
         if len(q) > self.config.max_question_chars:
             raise QuestionError(f"question too long ({len(q)} characters; the limit is {self.config.max_question_chars})")
-        trace = Trace(question=q, route="DOC_GROUNDED")
+        return q
+
+    def record_prompt_versions(self, trace: Trace) -> None:
         for p in (self.system_prompt, self.user_prompt):
             trace.prompt_versions[p.name] = p.version
         judge_prompt = getattr(self.verifier.judge, "prompt", None)
         if judge_prompt is not None:
             trace.prompt_versions[judge_prompt.name] = judge_prompt.version
-        trace.event("USER_INPUT_RECEIVED")
+
+    def answer(self, question: str, *, has_context: bool = False, trace: Trace | None = None,
+               result: SearchResult | None = None, facts: list[dict[str, str]] | None = None,
+               evidence_gate: bool = True) -> AnswerResponse:
+        """One verified answer. Alone it owns (creates and saves) its trace; as a step of an
+        orchestrated turn it writes into the caller's `trace` and leaves saving to the caller.
+        `result` replaces the search (evidence chosen upstream, e.g. graded documents or a task's
+        inputs), `facts` are established facts shown to the model, and `evidence_gate=False` skips
+        the refusal threshold when upstream already judged the evidence."""
+        q = self.check_question(question)
+        owns_trace = trace is None
+        if trace is None:
+            trace = Trace(question=q, route="DOC_GROUNDED")
+            trace.event("USER_INPUT_RECEIVED")
+        self.record_prompt_versions(trace)
+        finish = (lambda tr, resp: self._finish(tr, resp, save=owns_trace))  # noqa: E731
 
         clarify = needs_clarification(q, has_context)
         if clarify:
             trace.event("REQUESTING_CLARIFICATION", question=clarify)
-            return self._finish(trace, AnswerResponse(
+            return finish(trace, AnswerResponse(
                 answer=clarify, fallback=True, confidence=0.0, grounded=False, route="CLARIFY",
                 trace_id=trace.trace_id, clarification=clarify, notes=["ambiguous reference"]))
 
-        result = self.search(q)
-        trace.retrieved = [{"chunk_id": h.chunk_id, "doc_id": h.doc_id, "score": round(h.score, 5),
-                            "retrievers": {k: v.model_dump() for k, v in h.retrievers.items()}} for h in result.hits]
-        trace.event("RETRIEVED", hits=len(result.hits), evidence=result.evidence_score,
-                    evidence_source=result.evidence_source)
-        if not self._evidence_ok(result):
-            return self._finish(trace, self._refusal(q, trace, result, "insufficient evidence: "
+        preset = result is not None
+        if result is None:
+            result = self.search(q)
+        trace.retrieved += [{"chunk_id": h.chunk_id, "doc_id": h.doc_id, "score": round(h.score, 5),
+                             "retrievers": {k: v.model_dump() for k, v in h.retrievers.items()}} for h in result.hits
+                            if not any(r["chunk_id"] == h.chunk_id for r in trace.retrieved)]
+        trace.event("EVIDENCE_SELECTED" if preset else "RETRIEVED", hits=len(result.hits),
+                    evidence=result.evidence_score, evidence_source=result.evidence_source)
+        if not result.hits or (evidence_gate and not self._evidence_ok(result)):
+            return finish(trace, self._refusal(q, trace, result, "insufficient evidence: "
                                                      f"best score {result.evidence_score} ({result.evidence_source})"))
 
         pack = pack_context(result.hits[:self.config.retrieve_hits], self.config.context_budget_tokens,
@@ -218,7 +265,7 @@ class Answerer:
         retry_reason: str | None = None
         for attempt in range(2):
             try:
-                draft, _ = llm.chat_json(self._messages(q, clean_blocks, retry_reason), DraftAnswer,
+                draft, _ = llm.chat_json(self._messages(q, clean_blocks, retry_reason, facts), DraftAnswer,
                                          max_tokens=self.config.max_answer_tokens, timeout_s=self.config.llm_timeout_s)
             except ModelError as exc:
                 trace.event("MODEL_ERROR", error=f"{type(exc).__name__}: {exc}"[:300])
@@ -226,7 +273,7 @@ class Answerer:
                     removed.regenerations += 1
                     retry_reason = "it was not valid JSON for the contract"
                     continue
-                return self._finish(trace, self._refusal(q, trace, result, f"model failed: {type(exc).__name__}",
+                return finish(trace, self._refusal(q, trace, result, f"model failed: {type(exc).__name__}",
                                                          evidence=self._best_evidence(clean_blocks, q)))
             validated = validate_draft(draft, clean_blocks)  # type: ignore[arg-type]
             for field in ("unmatched_quotes", "repaired_quotes", "markers_without_citation", "citations_without_marker",
@@ -244,22 +291,13 @@ class Answerer:
         assert validated is not None
         if validated.fallback or not validated.citations:
             why = "the model found the evidence insufficient" if validated.fallback else "no valid citation after one regeneration"
-            return self._finish(trace, self._refusal(q, trace, result, why, evidence=self._best_evidence(clean_blocks, q)))
+            return finish(trace, self._refusal(q, trace, result, why, evidence=self._best_evidence(clean_blocks, q)))
 
         evidence_by_id = {c.id: clean_blocks[[str(b.citation_id) for b in clean_blocks].index(
             self._block_of(c, clean_blocks))].text for c in validated.citations}
         # the judge's own model calls go into this trace too (it may be a different model)
-        judge = self.verifier.judge
-        judge_llm = getattr(judge, "llm", None)
-        if judge_llm is not None:
-            recorder = RecordingLLM(judge_llm, trace)
-            recorder.purpose = "verify"
-            judge.llm = recorder
-        try:
-            verification = self.verifier.verify(validated.answer, validated.citations, evidence_by_id, question=q)
-        finally:
-            if judge_llm is not None:
-                judge.llm = judge_llm
+        verification = recording_verifier(self.verifier, trace).verify(
+            validated.answer, validated.citations, evidence_by_id, question=q)
         trace.verdicts = [c.model_dump() for c in verification.claims]
         trace.event("VERIFIED", supported=verification.supported, total=verification.total)
 
@@ -282,12 +320,12 @@ class Answerer:
             resp = self._refusal(q, trace, result, "the verified sentences do not contain the number or date "
                                  "the question asks for", evidence=validated.citations)
             resp.claims, resp.removed = verification.claims, removed
-            return self._finish(trace, resp)
+            return finish(trace, resp)
         if not kept or supported_ratio < self.config.min_supported_ratio:
             resp = self._refusal(q, trace, result, f"only {len(kept)} of {verification.total} sentences verified",
                                  evidence=validated.citations)
             resp.claims, resp.removed = verification.claims, removed
-            return self._finish(trace, resp)
+            return finish(trace, resp)
 
         answer = " ".join(kept) if not is_chinese(q) else "".join(kept)
         used = {k for s in kept for k in re.findall(r"\[(\d+)\]", s)}
@@ -300,7 +338,7 @@ class Answerer:
                               confidence=round(supported_ratio * strength, 3), grounded=True, route="DOC_GROUNDED",
                               trace_id=trace.trace_id, claims=verification.claims, removed=removed,
                               evidence_score=result.evidence_score)
-        return self._finish(trace, resp)
+        return finish(trace, resp)
 
     @staticmethod
     def _block_of(c: Citation, blocks: list[ContextBlock]) -> str:

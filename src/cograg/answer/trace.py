@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 
 class ModelCall(BaseModel):
@@ -32,17 +33,30 @@ class Trace(BaseModel):
     route: str = ""
     prompt_versions: dict[str, str] = Field(default_factory=dict)
     retrieved: list[dict[str, Any]] = Field(default_factory=list)
+    searches: list[dict[str, Any]] = Field(default_factory=list, description="every search of the turn, in order")
     context_blocks: list[dict[str, Any]] = Field(default_factory=list)
     model_calls: list[ModelCall] = Field(default_factory=list)
     verdicts: list[dict[str, Any]] = Field(default_factory=list)
     injection_flags: list[dict[str, Any]] = Field(default_factory=list)
     events: list[TraceEvent] = Field(default_factory=list)
     outcome: dict[str, Any] = Field(default_factory=dict)
+    mode: str = ""
+    decision: dict[str, Any] = Field(default_factory=dict, description="router decision (D1)")
+    loop: dict[str, Any] = Field(default_factory=dict, description="self-corrective loop state (D2)")
+    plan: dict[str, Any] = Field(default_factory=dict, description="plan, its validation and execution (D3, D4)")
+    states: list[str] = Field(default_factory=list, description="orchestrator states in order (D6)")
     started: float = Field(default_factory=time.perf_counter, exclude=True)
+    _listeners: list[Callable[[TraceEvent], None]] = PrivateAttr(default_factory=list)
+
+    def subscribe(self, listener: Callable[[TraceEvent], None]) -> None:
+        """Called with every later event (the orchestrator's state machine and event bus)."""
+        self._listeners.append(listener)
 
     def event(self, name: str, **data: Any) -> None:
-        self.events.append(TraceEvent(name=name, at_ms=round((time.perf_counter() - self.started) * 1000, 1),
-                                      data=data))
+        ev = TraceEvent(name=name, at_ms=round((time.perf_counter() - self.started) * 1000, 1), data=data)
+        self.events.append(ev)
+        for listener in list(self._listeners):
+            listener(ev)
 
 
 class RecordingLLM:

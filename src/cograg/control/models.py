@@ -1,0 +1,141 @@
+"""Typed values shared by the control-flow stages (SPEC D1–D7)."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from cograg.answer.contract import Citation
+
+Route = Literal["FAST_PATH", "DOC_GROUNDED", "MULTI_HOP", "CLARIFY", "BLOCK"]
+Mode = Literal["R0_DIRECT_WRITE", "R1_ONE_SHOT_RETRIEVE", "R2_MULTI_RETRIEVE", "R3_DAG_PLAN", "R4_CLARIFY",
+               "R5_BLOCK"]
+ROUTES: tuple[str, ...] = ("FAST_PATH", "DOC_GROUNDED", "MULTI_HOP", "CLARIFY", "BLOCK")
+MODES: tuple[str, ...] = ("R0_DIRECT_WRITE", "R1_ONE_SHOT_RETRIEVE", "R2_MULTI_RETRIEVE", "R3_DAG_PLAN", "R4_CLARIFY",
+                         "R5_BLOCK")
+ROUTE_OF_MODE: dict[str, str] = {"R0_DIRECT_WRITE": "FAST_PATH", "R1_ONE_SHOT_RETRIEVE": "DOC_GROUNDED",
+                                 "R2_MULTI_RETRIEVE": "DOC_GROUNDED", "R3_DAG_PLAN": "MULTI_HOP",
+                                 "R4_CLARIFY": "CLARIFY", "R5_BLOCK": "BLOCK"}
+
+
+def mode_name(mode: str) -> str:
+    """"r2", "R2" or "R2_MULTI_RETRIEVE" → "R2_MULTI_RETRIEVE"; ValueError for anything else."""
+    m = mode.strip().upper()
+    for full in MODES:
+        if m == full or m == full.split("_", 1)[0]:
+            return full
+    raise ValueError(f"unknown mode {mode!r}: use one of R0, R1, R2, R3, R4, R5")
+
+
+# the deterministic degradation order of seed 004 §5.9 / SPEC D4
+FALLBACK_ORDER: tuple[str, ...] = ("R3_DAG_PLAN", "R2_MULTI_RETRIEVE", "R1_ONE_SHOT_RETRIEVE", "R4_CLARIFY")
+
+
+class RouteScores(BaseModel):
+    """The four routing signals of seed 004 §5.9, each in [0, 1]."""
+
+    complexity: float = Field(0.0, ge=0.0, le=1.0)
+    ambiguity: float = Field(0.0, ge=0.0, le=1.0)
+    retrieval_need: float = Field(0.0, ge=0.0, le=1.0)
+    risk: float = Field(0.0, ge=0.0, le=1.0)
+
+
+class Sufficiency(BaseModel):
+    """Preflight retrieval quality: hit count, top score, query-term coverage of the top hits."""
+
+    hits: int = 0
+    top_score: float | None = None
+    top_score_source: str | None = None
+    coverage: float = 0.0
+    score: float = 0.0
+    sufficient: bool = False
+
+
+class RouteDecision(BaseModel):
+    route: Route
+    mode: Mode
+    scores: RouteScores
+    rule_scores: RouteScores
+    llm_scores: RouteScores | None = None
+    llm_error: str | None = None
+    sufficiency: Sufficiency | None = None
+    reasons: list[str] = Field(default_factory=list)
+    rules_version: str = ""
+    clarification: str | None = None
+    intent: str | None = None  # the LLM scorer's intent label, for the trace
+
+
+class ControlBudget(BaseModel):
+    """Hard limits of SPEC D2/D4. The model proposes plans; these decide how much of one runs."""
+
+    max_nodes: int = Field(8, ge=1, le=32)
+    max_depth: int = Field(3, ge=1, le=8)
+    max_parallel: int = Field(4, ge=1, le=16)
+    node_timeout_s: float = Field(240.0, gt=0)
+    node_retries: int = Field(1, ge=0, le=3)
+    max_total_tokens: int = Field(40_000, ge=100)
+    max_wall_s: float = Field(900.0, gt=0)
+    grade_pass_threshold: float = Field(0.6, ge=0.0, le=1.0)
+    max_rewrite_attempts: int = Field(3, ge=0, le=10)
+    grade_top_k: int = Field(5, ge=1, le=20)
+
+
+TaskType = Literal["retrieve", "reason", "rewrite", "evidence_merge", "conflict_resolve"]
+
+
+class SubTask(BaseModel):
+    """One node of a plan (seed 000 Prompt 2 shape; `type` optional, inferred from dependencies)."""
+
+    id: int
+    description: str
+    dependencies: list[int] = Field(default_factory=list)
+    type: TaskType | None = None
+
+    @property
+    def kind(self) -> str:
+        return self.type or ("reason" if self.dependencies else "retrieve")
+
+
+class Plan(BaseModel):
+    sub_tasks: list[SubTask]
+
+
+TaskStatus = Literal["done", "failed", "timeout", "cancelled", "skipped"]
+
+
+class TaskResult(BaseModel):
+    """What a node established: a verified statement with [n] markers into `citations` (chunk level)."""
+
+    id: int
+    description: str
+    kind: str
+    status: TaskStatus
+    statement: str = ""
+    citations: list[Citation] = Field(default_factory=list)
+    conflicts: list[dict[str, Any]] = Field(default_factory=list)
+    error: str | None = None
+    attempts: int = 0
+    duration_ms: float = 0.0
+    tokens: int = 0
+
+
+class CancelToken:
+    """Cooperative cancellation shared by every node of one turn; long steps check it between calls."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self.reason: str | None = None
+
+    def cancel(self, reason: str = "cancelled") -> None:
+        if not self._event.is_set():
+            self.reason = reason
+            self._event.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
+
+    def wait(self, timeout: float) -> bool:
+        return self._event.wait(timeout)

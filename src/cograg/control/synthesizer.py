@@ -1,0 +1,138 @@
+"""Synthesizer (SPEC D5, seed 000 Prompt 4): completed task results → one answer citing
+`[cite: task, ID]`; each task citation is resolved to the source chunks behind that task, and the
+whole answer then goes through the claim verifier (C3). If the model's synthesis does not survive,
+the deterministic fallback is the task statements themselves, each already verified in its task."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from cograg.answer.answerer import is_chinese
+from cograg.answer.contract import Citation, markers_in, strip_markers
+from cograg.answer.verifier import ClaimCheck, Verifier, split_sentences
+from cograg.control.models import TaskResult
+from cograg.models import ModelError
+from cograg.prompts import load_prompt
+
+# "[cite: task, 2]", "[cite: task 2]", "[cite: task, 1, 2]", "[task 2]", "[cite: task_2_result]"
+TASK_CITE_RE = re.compile(r"\[\s*(?:cite\s*:\s*)?task[\s,_:#]*((?:\d+(?:_result)?\s*[,，\s]\s*)*\d+(?:_result)?)\s*\]", re.I)
+
+
+class SynthesisDraft(BaseModel):
+    answer: str = Field(max_length=6000)
+
+
+class SynthesisResult(BaseModel):
+    answer: str = Field(description="verified sentences with numbered markers into `citations`")
+    citations: list[Citation] = Field(default_factory=list)
+    claims: list[ClaimCheck] = Field(default_factory=list)
+    unknown_task_ids: list[int] = Field(default_factory=list)
+    uncited_sentences: int = 0
+    method: str = Field("model", description="model | task_statements (deterministic fallback)")
+    reason: str = ""
+
+
+class CitationNumbering:
+    """Global [1..n] numbering of chunk citations across task results (one number per chunk)."""
+
+    def __init__(self) -> None:
+        self.citations: list[Citation] = []
+        self._by_chunk: dict[str, str] = {}
+
+    def number(self, c: Citation) -> str:
+        if c.chunk_id not in self._by_chunk:
+            new_id = str(len(self.citations) + 1)
+            self._by_chunk[c.chunk_id] = new_id
+            self.citations.append(c.model_copy(update={"id": new_id}))
+        return self._by_chunk[c.chunk_id]
+
+    def renumber_statement(self, result: TaskResult) -> str:
+        """The task's statement with its own markers rewritten into the global numbering."""
+        own = {c.id: c for c in result.citations}
+
+        def sub(m: re.Match[str]) -> str:
+            ids = [k for k, _, _ in markers_in(m.group(0)) if k in own]
+            return "".join(f"[{self.number(own[k])}]" for k in ids)
+
+        from cograg.answer.contract import MARKER_RE
+
+        return MARKER_RE.sub(sub, result.statement).strip()
+
+
+def resolve_task_citations(text: str, results: dict[int, TaskResult],
+                           numbering: CitationNumbering) -> tuple[list[str], list[int], int]:
+    """Sentences of `text` with task citations replaced by the markers of the chunks those tasks
+    cited; uncited sentences are dropped. Returns (sentences, unknown task ids, uncited count)."""
+    unknown: list[int] = []
+    uncited = 0
+    out: list[str] = []
+    for sentence in split_sentences(text):
+        ids: list[int] = []
+        for m in TASK_CITE_RE.finditer(sentence):
+            for part in re.findall(r"\d+", m.group(1)):
+                ids.append(int(part))
+        body = TASK_CITE_RE.sub("", sentence)
+        body = strip_markers(body)  # numbered markers the model made up mean nothing here
+        known = [i for i in dict.fromkeys(ids) if i in results and results[i].citations]
+        unknown += [i for i in ids if i not in results]
+        if not known or not body.strip(" .。"):
+            uncited += 1
+            continue
+        markers = "".join(f"[{numbering.number(c)}]" for i in known for c in results[i].citations)
+        end = re.search(r"[.。!?！？]$", body)
+        out.append(f"{body[:-1]} {markers}{body[-1]}" if end else f"{body} {markers}")
+    return out, sorted(set(unknown)), uncited
+
+
+class Synthesizer:
+    def __init__(self, llm: Any, verifier: Verifier, *, chunk_text: Callable[[str], str],
+                 max_sentences: int = 6, max_tokens: int = 512, timeout_s: float = 180.0) -> None:
+        self.llm = llm
+        self.verifier = verifier
+        self.chunk_text = chunk_text
+        self.prompt = load_prompt("synthesize_answer")
+        self.max_sentences = max_sentences
+        self.max_tokens = max_tokens
+        self.timeout_s = timeout_s
+
+    def _messages(self, question: str, results: list[TaskResult]) -> list[Any]:
+        from cograg.models.llm import ChatMessage
+
+        view = [{"id": r.id, "description": r.description, "output": strip_markers(r.statement)} for r in results]
+        return [ChatMessage(role="user", content=self.prompt.render(
+            results=view, question=question, max_sentences=self.max_sentences))]
+
+    def fallback(self, results: list[TaskResult], reason: str) -> SynthesisResult:
+        """The task statements in task order, each already verified in its own task."""
+        numbering = CitationNumbering()
+        sentences = [numbering.renumber_statement(r) for r in results if r.status == "done" and r.statement]
+        return SynthesisResult(answer=" ".join(s for s in sentences if s), citations=numbering.citations,
+                               method="task_statements", reason=reason)
+
+    def synthesize(self, question: str, results: list[TaskResult]) -> SynthesisResult:
+        done = [r for r in results if r.status == "done" and r.statement and r.citations]
+        if not done:
+            return SynthesisResult(answer="", method="none", reason="no task established anything")
+        try:
+            draft, _ = self.llm.chat_json(self._messages(question, done), SynthesisDraft,
+                                          max_tokens=self.max_tokens, timeout_s=self.timeout_s)
+        except ModelError as exc:
+            return self.fallback(done, f"synthesis failed: {type(exc).__name__}")
+        numbering = CitationNumbering()
+        sentences, unknown, uncited = resolve_task_citations(draft.answer, {r.id: r for r in done}, numbering)
+        if not sentences:
+            return self.fallback(done, "the synthesis cited no task")
+        evidence = {c.id: self.chunk_text(c.chunk_id) for c in numbering.citations}
+        verification = self.verifier.verify("\n".join(sentences), numbering.citations, evidence, question=question)
+        kept = [c.sentence for c in verification.claims if c.kept]
+        if not kept or len(kept) / max(1, verification.total) < 0.5:
+            fb = self.fallback(done, f"only {len(kept)} of {verification.total} synthesized sentences verified")
+            fb.claims, fb.unknown_task_ids, fb.uncited_sentences = verification.claims, unknown, uncited
+            return fb
+        used = {k for s in kept for k, _, _ in markers_in(s)}
+        return SynthesisResult(answer=("" if is_chinese(question) else " ").join(kept), citations=[c for c in numbering.citations if c.id in used],
+                               claims=verification.claims, unknown_task_ids=unknown, uncited_sentences=uncited)

@@ -1,0 +1,112 @@
+"""The turn's explicit state machine (SPEC D6). Events come from every stage through the trace;
+the table below decides the next state. Events not in the table for the current state are
+informational (e.g. MODEL_ERROR) and keep the state; a transition-worthy event arriving in the
+wrong state is recorded as an anomaly (a bug to fix, never an error shown to the user)."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any
+
+
+class State(str, Enum):
+    IDLE = "IDLE"
+    ROUTING = "ROUTING"
+    WRITING = "WRITING"  # R0: answer from established facts only
+    RETRIEVING = "RETRIEVING"
+    GRADING = "GRADING"
+    PLANNING = "PLANNING"
+    EXECUTING = "EXECUTING"
+    SYNTHESIZING = "SYNTHESIZING"
+    DRAFTING = "DRAFTING"
+    VERIFYING = "VERIFYING"
+    FALLING_BACK = "FALLING_BACK"
+    REQUESTING_CLARIFICATION = "REQUESTING_CLARIFICATION"
+    BLOCKED = "BLOCKED"
+    REFUSED = "REFUSED"
+    DONE = "DONE"
+    CANCELLED = "CANCELLED"
+
+
+TERMINAL = {State.REQUESTING_CLARIFICATION, State.BLOCKED, State.REFUSED, State.DONE, State.CANCELLED}
+_ACTIVE = [s for s in State if s not in TERMINAL and s is not State.IDLE]
+
+_ROUTE_TARGET = {
+    "R0_DIRECT_WRITE": State.WRITING,
+    "R1_ONE_SHOT_RETRIEVE": State.RETRIEVING,
+    "R2_MULTI_RETRIEVE": State.RETRIEVING,
+    "R3_DAG_PLAN": State.PLANNING,
+    "R4_CLARIFY": State.REQUESTING_CLARIFICATION,
+    "R5_BLOCK": State.BLOCKED,
+}
+
+
+def _after_retrieved(machine: TurnStateMachine, data: dict[str, Any]) -> State:
+    return State.GRADING if machine.mode == "R2_MULTI_RETRIEVE" else State.DRAFTING
+
+
+# (state, event) → next state, or a function of (machine, event data) for data-dependent moves
+TRANSITIONS: dict[tuple[State, str], Any] = {
+    (State.IDLE, "USER_INPUT_RECEIVED"): State.ROUTING,
+    (State.ROUTING, "ROUTE_DECIDED"): lambda m, d: _ROUTE_TARGET[d["mode"]],
+    (State.RETRIEVING, "RETRIEVED"): _after_retrieved,
+    (State.GRADING, "GRADED"): State.GRADING,
+    (State.GRADING, "QUERY_REWRITTEN"): State.RETRIEVING,
+    (State.GRADING, "EVIDENCE_SELECTED"): State.DRAFTING,
+    (State.WRITING, "EVIDENCE_SELECTED"): State.DRAFTING,
+    (State.WRITING, "DRAFT_READY"): State.VERIFYING,
+    (State.PLANNING, "PLAN_READY"): State.EXECUTING,
+    (State.PLANNING, "PLAN_FAILED"): State.FALLING_BACK,
+    (State.EXECUTING, "TASK_STARTED"): State.EXECUTING,
+    (State.EXECUTING, "TASK_DONE"): State.EXECUTING,
+    (State.EXECUTING, "TASK_FAILED"): State.EXECUTING,
+    (State.EXECUTING, "EXECUTION_DONE"): State.SYNTHESIZING,
+    (State.EXECUTING, "EXECUTION_FAILED"): State.FALLING_BACK,
+    (State.EXECUTING, "CONFLICT_DETECTED"): State.REQUESTING_CLARIFICATION,
+    (State.SYNTHESIZING, "CONFLICT_DETECTED"): State.REQUESTING_CLARIFICATION,
+    (State.SYNTHESIZING, "DRAFT_READY"): State.VERIFYING,
+    (State.SYNTHESIZING, "SYNTHESIS_FAILED"): State.FALLING_BACK,
+    (State.DRAFTING, "DRAFT_READY"): State.VERIFYING,
+    (State.VERIFYING, "DRAFT_READY"): State.VERIFYING,  # the one regeneration of C2
+    (State.VERIFYING, "VERIFIED"): State.VERIFYING,
+    (State.VERIFYING, "ANSWER_READY"): State.DONE,
+    (State.FALLING_BACK, "FALLBACK_STARTED"): lambda m, d: _ROUTE_TARGET[d["mode"]],
+}
+# events that may end or divert a turn from any active state
+for _s in _ACTIVE:
+    TRANSITIONS.setdefault((_s, "REFUSED"), State.REFUSED)
+    TRANSITIONS.setdefault((_s, "REQUESTING_CLARIFICATION"), State.REQUESTING_CLARIFICATION)
+    TRANSITIONS.setdefault((_s, "CANCELLED"), State.CANCELLED)
+    TRANSITIONS.setdefault((_s, "FALLBACK"), State.FALLING_BACK)
+    TRANSITIONS.setdefault((_s, "ANSWER_READY"), State.DONE)
+TRANSITIONS[(State.IDLE, "CANCELLED")] = State.CANCELLED
+TRANSITIONS[(State.ROUTING, "FALLBACK")] = State.FALLING_BACK
+
+TRANSITION_EVENTS = {event for (_, event) in TRANSITIONS}
+
+
+class TurnStateMachine:
+    def __init__(self) -> None:
+        self.state = State.IDLE
+        self.mode: str | None = None
+        self.history: list[str] = [State.IDLE.value]
+        self.anomalies: list[str] = []
+
+    def handle(self, event: str, data: dict[str, Any] | None = None) -> State:
+        data = data or {}
+        if event == "ROUTE_DECIDED" or event == "FALLBACK_STARTED":
+            self.mode = data.get("mode", self.mode)
+        target = TRANSITIONS.get((self.state, event))
+        if target is None:
+            if event in TRANSITION_EVENTS and self.state not in TERMINAL:
+                self.anomalies.append(f"{event} in {self.state.value}")
+            return self.state
+        nxt = target(self, data) if callable(target) else target
+        if nxt is not self.state:
+            self.state = nxt
+            self.history.append(nxt.value)
+        return self.state
+
+    @property
+    def finished(self) -> bool:
+        return self.state in TERMINAL
