@@ -288,3 +288,30 @@ def test_unknown_mode_is_a_one_line_config_error(eng: Engine):
 
     with pytest.raises(ConfigError, match="unknown mode"):
         eng.ask("When did the Linden Bridge open?", mode="R9")
+
+
+def test_cli_ask_mode_and_explain_print_the_route_plan_and_node_timings(eng: Engine, monkeypatch):
+    from typer.testing import CliRunner
+
+    import cograg.models.embedder as embedders
+    import cograg.models.llm as llms
+    from cograg.cli import app
+    from tests.fakes import HashingEmbedder
+
+    store = str(eng.settings.store)
+    eng.close()
+    monkeypatch.setattr(llms, "get_llm", lambda spec, cache_dir=None: ScriptedLLM([Brain(plan=TWO_BRIDGES)] * 400))
+    monkeypatch.setattr(embedders, "get_embedder", lambda spec: HashingEmbedder())
+    res = CliRunner().invoke(app, ["ask", "Which opened first, the Linden Bridge or the Rhine Bridge?", "--mode",
+                                   "R3", "--judge", "lexical", "--explain", "--store", store])
+    assert res.exit_code == 0, res.output
+    out = res.stdout
+    assert "1811" in out and "mode R3_DAG_PLAN" in out
+    assert "route: MULTI_HOP → mode R3_DAG_PLAN" in out and "mode forced: R3_DAG_PLAN" in out
+    assert "states: IDLE → ROUTING → PLANNING → EXECUTING → SYNTHESIZING → VERIFYING → DONE" in out
+    assert re.search(r"\[3\] reason ← 1, 2: Which of the two bridges opened first\?\s+done \d+ ms", out)
+    trace_id = re.search(r"trace (tr_\w+)", out).group(1)
+    shown = CliRunner().invoke(app, ["trace", trace_id, "--store", store])
+    assert shown.exit_code == 0 and "plan:" in shown.stdout and "[1] retrieve ← —" in shown.stdout
+    bad = CliRunner().invoke(app, ["ask", "x", "--mode", "R9", "--judge", "lexical", "--store", store])
+    assert bad.exit_code != 0 and "unknown mode" in bad.stderr and "Traceback" not in bad.output
