@@ -61,6 +61,16 @@ def questions(data: Path, n_cmrc: int, n_hotpot: int, seed: int = 0) -> list[dic
     return mixed
 
 
+def _judged(judge: LLMJudge, claim: str, passage: str, question: str) -> bool:
+    """SUPPORTED or not; a judge call that fails (invalid JSON, timeout) counts as not supported."""
+    from cograg.models import ModelError
+
+    try:
+        return judge.judge(claim, passage, question).verdict == "SUPPORTED"
+    except ModelError:
+        return False
+
+
 def alce(judge: LLMJudge, resp, chunk_text, question: str) -> tuple[int, int, int, int]:
     """(supported statements, statements, relevant citations, citations) in the ALCE sense.
 
@@ -79,16 +89,16 @@ def alce(judge: LLMJudge, resp, chunk_text, question: str) -> tuple[int, int, in
         stm += 1
         if not ids:
             continue
-        joint = judge.judge(claim, "\n".join(by_id[i] for i in ids), question).verdict == "SUPPORTED"
+        joint = _judged(judge, claim, "\n".join(by_id[i] for i in ids), question)
         sup += joint
         cit += len(ids)
         if len(ids) == 1:
             rel += joint
             continue
         for i in ids:
-            alone = judge.judge(claim, by_id[i], question).verdict == "SUPPORTED"
+            alone = _judged(judge, claim, by_id[i], question)
             rest = [j for j in ids if j != i]
-            needed = judge.judge(claim, "\n".join(by_id[j] for j in rest), question).verdict != "SUPPORTED"
+            needed = not _judged(judge, claim, "\n".join(by_id[j] for j in rest), question)
             rel += alone or (joint and needed)
     return sup, stm, rel, cit
 

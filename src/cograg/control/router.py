@@ -34,7 +34,8 @@ from cograg.errors import ConfigError
 from cograg.models import ModelError
 from cograg.retrieval.models import SearchResult
 
-SIGNALS: tuple[str, ...] = ("complexity", "ambiguity", "retrieval_need", "risk")
+Signal = Literal["complexity", "ambiguity", "retrieval_need", "risk"]
+SIGNALS: tuple[Signal, ...] = ("complexity", "ambiguity", "retrieval_need", "risk")
 ROUTE_OF_MODE: dict[str, str] = {
     "R0_DIRECT_WRITE": "FAST_PATH",
     "R1_ONE_SHOT_RETRIEVE": "DOC_GROUNDED",
@@ -108,8 +109,9 @@ class RoutingRules(BaseModel):
     """The versioned rule table of seed 004 §5.9 step 2 (`routing_rules.yaml`)."""
 
     version: str = Field(min_length=1)
-    llm_weight: float = Field(0.4, ge=0.0, le=1.0, description="share of the LLM score in a blended signal")
-    risk_rule_floor: bool = Field(True, description="blended risk never goes below the rule risk")
+    llm_weight: float = Field(0.6, ge=0.0, le=1.0, description="share of the LLM score in a blended signal")
+    rule_floor: list[Signal] = Field(default_factory=lambda: list(SIGNALS),
+                                     description="signals whose blended score never goes below the rule score")
     thresholds: RoutingThresholds = Field(default_factory=RoutingThresholds)
     signals: SignalWeights = Field(default_factory=SignalWeights)
     sufficiency: dict[Literal["en", "zh"], SufficiencyThresholds] = Field(
@@ -368,6 +370,7 @@ class RuleAnalysis(BaseModel):
     scores: RouteScores
     fired: list[str] = Field(default_factory=list, description="signals as `dimension.signal`")
     factual: bool = Field(False, description="a question about the world or the documents (R0 refused)")
+    conversational: bool = Field(False, description="greeting, thanks or a question about the assistant")
     source_requested: bool = False
     facts_cover: bool = False
     clarification: str | None = None
@@ -561,8 +564,8 @@ def rule_analysis(question: str, *, facts: list[str] | None = None, rules: Routi
 
     return RuleAnalysis(
         scores=RouteScores(complexity=complexity, ambiguity=ambiguity, retrieval_need=retrieval_need, risk=risk),
-        fired=fired, factual=factual, source_requested=source_requested, facts_cover=facts_cover,
-        clarification=clarification)
+        fired=fired, factual=factual, conversational=chit_chat or meta, source_requested=source_requested,
+        facts_cover=facts_cover, clarification=clarification)
 
 
 def rule_scores(question: str, *, facts: list[str] | None = None, rules: RoutingRules | None = None) -> RouteScores:
@@ -679,13 +682,14 @@ def preflight(result: SearchResult, question: str, rules: RoutingRules | None = 
 
 
 def blend(rule: RouteScores, llm: RouteScores | None, rules: RoutingRules) -> RouteScores:
-    """Rule and LLM scores combined per signal; risk keeps the rule score as a floor if so configured."""
+    """Rule and LLM scores combined per signal; signals in `rules.rule_floor` keep the rule score as a floor
+    (the model may raise them, never lower them)."""
     if llm is None:
         return rule.model_copy()
     w = rules.llm_weight
     values = {s: round((1.0 - w) * getattr(rule, s) + w * getattr(llm, s), 4) for s in SIGNALS}
-    if rules.risk_rule_floor:
-        values["risk"] = max(values["risk"], rule.risk)
+    for s in rules.rule_floor:
+        values[s] = max(values[s], getattr(rule, s))
     return RouteScores(**values)
 
 
@@ -710,7 +714,7 @@ class Router:
         llm_scores: RouteScores | None = None
         llm_error: str | None = None
         intent: str | None = None
-        blocked_by_rules = rules.risk_rule_floor and analysis.scores.risk >= th.block_risk
+        blocked_by_rules = "risk" in rules.rule_floor and analysis.scores.risk >= th.block_risk
         if self.llm_scorer is not None and blocked_by_rules:
             # with the rule floor no LLM answer can lower this risk: save the model call
             reasons.append("llm:skipped (rules already block)")
@@ -740,7 +744,11 @@ class Router:
         if scores.risk >= th.block_risk:
             reasons.append(f"BLOCK: risk {scores.risk:.2f} >= {th.block_risk}")
             return decide("BLOCK", "R5_BLOCK")
-        if scores.ambiguity >= th.clarify_ambiguity:
+        if scores.ambiguity >= th.clarify_ambiguity and analysis.conversational:
+            # a clarification says what to look up; a greeting or a question about the assistant
+            # looks nothing up, so a model's ambiguity score for it is not acted on
+            reasons.append("ambiguity ignored: conversational turn (nothing to look up)")
+        elif scores.ambiguity >= th.clarify_ambiguity:
             if not has_context:
                 reasons.append(f"CLARIFY: ambiguity {scores.ambiguity:.2f} >= {th.clarify_ambiguity}, no context")
                 text = analysis.clarification or (

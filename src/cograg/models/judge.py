@@ -30,7 +30,8 @@ class ClaimJudge(Protocol):
 class LLMJudge:
     """The `judge_claim` prompt through any LLM's schema-constrained JSON."""
 
-    def __init__(self, llm: Any, *, max_tokens: int = 96, timeout_s: float | None = 120.0) -> None:
+    # room for the reason: a reason cut off mid-string makes the whole verdict invalid JSON
+    def __init__(self, llm: Any, *, max_tokens: int = 192, timeout_s: float | None = 120.0) -> None:
         from cograg.prompts import load_prompt
 
         self.llm = llm

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -25,6 +25,8 @@ from cograg.control.models import (FALLBACK_ORDER, ROUTE_OF_MODE, CancelToken, C
 from cograg.orchestrator.events import BusEvent, EventBus
 from cograg.orchestrator.state_machine import State, TurnStateMachine
 from cograg.retrieval.models import SearchHit, SearchResult
+
+T = TypeVar("T")
 
 
 class TurnOptions(BaseModel):
@@ -232,7 +234,8 @@ class Orchestrator:
         raise ModeFailed(f"unknown mode {mode}")
 
     @staticmethod
-    def _guard(fn: Callable[[], AnswerResponse], mode: str) -> AnswerResponse:
+    def _guard(fn: Callable[[], T], mode: str) -> T:
+        """Run one stage; a model, store or timeout error makes the mode fail (→ fallback)."""
         from cograg.errors import CogragError
         from cograg.models import ModelError
 
@@ -261,7 +264,7 @@ class Orchestrator:
         loop = SelfCorrectiveLoop(search=answerer.search, grader=grader, rewriter=rewriter, budget=budget,
                                   generate=generate, on_event=lambda name, data: trace.event(name, **data),
                                   cancel=cancel)
-        state = self._guard_any(lambda: loop.run(q), "R2")
+        state = self._guard(lambda: loop.run(q), "R2")
         trace.loop = state.model_dump(mode="json", exclude={"retrieved_documents", "filtered_documents",
                                                              "generation_result"})
         trace.loop["filtered_chunk_ids"] = [h.chunk_id for h in state.filtered_documents]
@@ -269,16 +272,6 @@ class Orchestrator:
         if resp is None:
             raise ModeFailed(f"R2: no answer generated ({state.stop_reason})")
         return resp
-
-    @staticmethod
-    def _guard_any(fn: Callable[[], Any], mode: str) -> Any:
-        from cograg.errors import CogragError
-        from cograg.models import ModelError
-
-        try:
-            return fn()
-        except (ModelError, CogragError, TimeoutError) as exc:
-            raise ModeFailed(f"{mode}: {type(exc).__name__}: {exc}") from exc
 
     # ------------------------------------------------------------------ R3
     def _planned(self, q: str, answerer: Answerer, opts: TurnOptions, facts: list[dict[str, Any]], trace: Trace,
@@ -290,7 +283,7 @@ class Orchestrator:
         budget = opts.budget
         planner = Planner(_Recorder(self.llm, trace, "plan"), budget, timeout_s=opts.answer.llm_timeout_s)
         trace.prompt_versions[planner.prompt.name] = planner.prompt.version
-        outcome = self._guard_any(lambda: planner.plan(q, facts), "R3")
+        outcome = self._guard(lambda: planner.plan(q, facts), "R3")
         trace.plan = {"outcome": outcome.model_dump(mode="json", exclude={"plan"})}
         if outcome.plan is None:
             trace.event("PLAN_FAILED", errors=outcome.errors[-2:])
