@@ -38,6 +38,15 @@ def test_router_routes_without_answering_what_needs_no_retrieval(eng):
 
 
 @pytest.mark.timeout(900)
+def test_one_shot_mode_on_the_real_model(eng):
+    resp = eng.ask("Who designed the stone Linden Bridge?", mode="R1")
+    assert_contract_holds(eng, resp)
+    assert resp.mode == "R1_ONE_SHOT_RETRIEVE"
+    t = eng.trace(resp.trace_id)
+    assert t["states"][:3] == ["IDLE", "ROUTING", "RETRIEVING"] and t["outcome"]["anomalies"] == []
+
+
+@pytest.mark.timeout(900)
 def test_self_corrective_loop_on_the_real_model(eng):
     t0 = time.perf_counter()
     resp = eng.ask("What is the daily cap on LinCard single fares?", mode="R2")

@@ -14,14 +14,14 @@ import pytest
 from cograg.answer.contract import Citation
 from cograg.control.executor import DAGExecutor, ExecutionReport, merge_evidence
 from cograg.control.models import CancelToken, ControlBudget, Plan, SubTask, TaskResult
-from cograg.control.planner import PlanError, Planner, sink_ids, validate_plan
+from cograg.control.planner import PlanError, Planner, check_grounded, sink_ids, validate_plan
 from cograg.models.llm import LLMTimeout, LLMUnavailable, ScriptedLLM
 
 BUDGET = ControlBudget()
 
 
 def task(i: int, deps: list[int] | None = None, type: str | None = None, description: str | None = None) -> dict:
-    out: dict[str, Any] = {"id": i, "description": description or f"question {i}", "dependencies": deps or []}
+    out: dict[str, Any] = {"id": i, "description": description or f"Linden question {i}", "dependencies": deps or []}
     if type:
         out["type"] = type
     return out
@@ -88,14 +88,14 @@ def test_validate_plan_budget_is_configurable() -> None:
 
 def test_planner_valid_plan_first_time() -> None:
     llm = ScriptedLLM([VALID])
-    out = Planner(llm, BUDGET, timeout_s=10).plan("Compare A and B",
+    out = Planner(llm, BUDGET, timeout_s=10).plan("Compare A and B in the Linden report",
                                                   [{"id": "f1", "statement": "A was founded in 1990."}])
     assert out.plan is not None and [t.id for t in out.plan.sub_tasks] == [1, 2, 3]
     assert out.attempts == 1 and out.errors == []
-    assert out.prompt_version == "plan_decompose@1"
+    assert out.prompt_version == "plan_decompose@2"
     assert out.tokens > 0 and out.raw_outputs == [VALID]
     prompt = llm.calls[0].messages[-1].content
-    assert "Compare A and B" in prompt
+    assert "Compare A and B in the Linden report" in prompt
     assert '<fact id="f1">A was founded in 1990.</fact>' in prompt
     assert "at most 8 tasks" in prompt and "<rejected_plan>" not in prompt
 
@@ -103,7 +103,7 @@ def test_planner_valid_plan_first_time() -> None:
 def test_planner_repairs_invalid_json() -> None:
     # chat_json retries unusable JSON once itself, so two bad answers make one failed planner call
     llm = ScriptedLLM(["no plan here", "still no plan", VALID])
-    out = Planner(llm, BUDGET, timeout_s=10).plan("Compare A and B", [])
+    out = Planner(llm, BUDGET, timeout_s=10).plan("Compare A and B in the Linden report", [])
     assert out.plan is not None and out.attempts == 2
     assert len(out.errors) == 1 and "no JSON object" in out.errors[0]
     repair_prompt = llm.calls[2].messages[-1].content
@@ -114,7 +114,7 @@ def test_planner_repairs_invalid_json() -> None:
 def test_planner_cycle_twice_gives_no_plan() -> None:
     cyclic = plan_json(task(1, [2]), task(2, [1]))
     llm = ScriptedLLM([cyclic, cyclic])
-    out = Planner(llm, BUDGET, timeout_s=10).plan("Compare A and B", [])
+    out = Planner(llm, BUDGET, timeout_s=10).plan("Compare A and B in the Linden report", [])
     assert out.plan is None and out.attempts == 2
     assert len(out.errors) == 2 and all("cycle" in e for e in out.errors)
     repair_prompt = llm.calls[1].messages[-1].content
@@ -124,7 +124,7 @@ def test_planner_cycle_twice_gives_no_plan() -> None:
 def test_planner_rejects_fifty_nodes_and_shows_why() -> None:
     fifty = plan_json(*(task(i) for i in range(1, 51)))
     llm = ScriptedLLM([fifty, VALID])
-    out = Planner(llm, BUDGET, timeout_s=10).plan("Everything about A", [])
+    out = Planner(llm, BUDGET, timeout_s=10).plan("Everything about A in the Linden report", [])
     assert out.plan is not None and out.attempts == 2
     assert "50 sub-tasks; at most 8" in out.errors[0]
     assert "50 sub-tasks; at most 8" in llm.calls[1].messages[-1].content
@@ -272,7 +272,7 @@ def test_returned_failure_is_final_and_unknown_kind_fails() -> None:
 
     report = DAGExecutor({"retrieve": no_evidence}, FAST).run(plan_of(task(1), task(2), task(3, [1, 2])))
     assert report.results[1].status == "failed" and report.results[1].attempts == 1
-    assert report.results[1].error == "no evidence" and report.results[1].description == "question 1"
+    assert report.results[1].error == "no evidence" and report.results[1].description == "Linden question 1"
     # task 3 is a "reason" task and there is no reason runner, but it is skipped first (task 1 failed)
     assert report.results[3].status == "skipped"
     assert report.status == "partial" and report.tokens_used == 5
@@ -353,3 +353,23 @@ def test_merge_evidence_deduplicates_by_chunk() -> None:
     assert [c.chunk_id for c in merged] == ["c1", "c2", "c3"]
     assert [c.id for c in merged] == ["1", "2", "3"]
     assert merge_evidence([]) == []
+
+
+def test_planner_rejects_a_plan_about_something_else_and_repairs_it() -> None:
+    """Small models copy the prompt's example or drift off topic: a look-up task must name something
+    of the request (or of the known facts)."""
+    copied = plan_json(task(1, description="What were Tesla's total sales in Q1 2023?"),
+                       task(2, description="What were Tesla's total sales in Q2 2023?"), task(3, [1, 2]))
+    good = plan_json(task(1, description="Who designed the Linden Bridge?"),
+                     task(2, description="When was the Rhine Bridge opened?"), task(3, [1, 2]))
+    llm = ScriptedLLM([copied, good])
+    out = Planner(llm, BUDGET, timeout_s=10).plan("Was the designer of the Linden Bridge born before the Rhine "
+                                                  "Bridge opened?", [])
+    assert out.plan is not None and out.attempts == 2
+    assert "is not about the request" in out.errors[0]
+    assert "is not about the request" in llm.calls[1].messages[-1].content
+    with pytest.raises(PlanError) as exc:
+        check_grounded(validate_plan(copied, BUDGET), "银雾是哪一年育成的？")
+    assert exc.value.kind == "ungrounded"
+    # a known fact's terms count as the request's own
+    check_grounded(validate_plan(copied, BUDGET), "How did sales develop?", ["Tesla sold cars in Q1 2023."])

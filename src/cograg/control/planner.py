@@ -22,7 +22,7 @@ from cograg.models import ModelError
 
 PlanErrorKind = Literal[
     "schema", "empty", "too_many_nodes", "empty_description", "duplicate_id", "self_dependency",
-    "unknown_dependency", "missing_dependencies", "cycle", "too_deep",
+    "unknown_dependency", "missing_dependencies", "cycle", "too_deep", "ungrounded",
 ]
 
 # kinds that only make sense over the results of other tasks
@@ -170,6 +170,21 @@ def validate_plan(plan_or_raw: Plan | Mapping[str, Any] | str, budget: ControlBu
     return checked
 
 
+def check_grounded(plan: Plan, question: str, facts: Sequence[str] = ()) -> None:
+    """PlanError unless every look-up task (one without dependencies) shares at least one content
+    word with the request or the known facts. Small models copy the prompt's example plan or drift
+    to another topic; such a plan would search for the wrong things and must not run."""
+    from cograg.control.router import content_terms
+
+    allowed = content_terms(question)
+    for f in facts:
+        allowed |= content_terms(f)
+    for t in plan.sub_tasks:
+        if not t.dependencies and not (content_terms(t.description) & allowed):
+            raise PlanError(f"sub-task {t.id} (\"{t.description[:80]}\") is not about the request: it names none "
+                            "of the request's own people, places, things or terms", kind="ungrounded")
+
+
 # --------------------------------------------------------------------------- the planner
 
 
@@ -268,7 +283,9 @@ class Planner:
             outcome.tokens += resp.prompt_tokens + resp.completion_tokens
             outcome.raw_outputs.append(resp.text)
             try:
-                outcome.plan = validate_plan(proposed, self.budget)
+                checked = validate_plan(proposed, self.budget)
+                check_grounded(checked, question, [f["statement"] for f in prompt_facts])
+                outcome.plan = checked
                 break
             except PlanError as exc:
                 repair_error = exc.reason

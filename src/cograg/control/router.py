@@ -398,6 +398,15 @@ def _content_terms_en(text: str) -> list[str]:
     return [t for t in analyze(text) if t not in _GENERIC_EN and not t.isdigit()]
 
 
+def content_terms(text: str) -> set[str]:
+    """The words of `text` that name things (jieba words for Chinese, stemmed English terms),
+    without question words and generic filler; what a sub-question must share with its request."""
+    from cograg.answer.answerer import is_chinese
+
+    terms = set(_content_terms_zh(text)) if is_chinese(text) else set()
+    return terms | set(_content_terms_en(text))
+
+
 def _bare_pronoun(question: str, zh: bool) -> str | None:
     """A personal pronoun with nothing in the question it could refer to ("Who wrote it?")."""
     m = (_PRONOUN_ZH if zh else _PRONOUN_EN).search(question)
