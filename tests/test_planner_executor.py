@@ -5,6 +5,7 @@ Everything runs on fakes (ScriptedLLM, runner functions); the whole module takes
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from typing import Any
@@ -373,3 +374,18 @@ def test_planner_rejects_a_plan_about_something_else_and_repairs_it() -> None:
     assert exc.value.kind == "ungrounded"
     # a known fact's terms count as the request's own
     check_grounded(validate_plan(copied, BUDGET), "How did sales develop?", ["Tesla sold cars in Q1 2023."])
+
+
+def test_planner_grammar_caps_the_number_of_tasks_and_duplicates_are_rejected() -> None:
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    planner = Planner(ScriptedLLM([]), ControlBudget(max_nodes=5), timeout_s=10)
+    grammar = json_schema_to_gbnf(json.dumps(planner.schema.model_json_schema()))
+    # at most 5 items (nested optionals): a small model cannot go on adding tasks forever
+    rule = next(line for line in grammar.splitlines() if line.startswith("sub-tasks ::="))
+    assert rule.count("sub-tasks-item") == 5
+    twice = plan_json(task(1, description="Who designed the Linden Bridge?"),
+                      task(2, description="who designed  the Linden Bridge?"), task(3, [1, 2]))
+    with pytest.raises(PlanError) as exc:
+        validate_plan(twice, BUDGET)
+    assert exc.value.kind == "duplicate_task"

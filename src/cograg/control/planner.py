@@ -14,7 +14,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, create_model
 
 from cograg.control.models import ControlBudget, Plan, SubTask
 from cograg.errors import CogragError
@@ -22,7 +22,7 @@ from cograg.models import ModelError
 
 PlanErrorKind = Literal[
     "schema", "empty", "too_many_nodes", "empty_description", "duplicate_id", "self_dependency",
-    "unknown_dependency", "missing_dependencies", "cycle", "too_deep", "ungrounded",
+    "unknown_dependency", "missing_dependencies", "cycle", "too_deep", "ungrounded", "duplicate_task",
 ]
 
 # kinds that only make sense over the results of other tasks
@@ -145,6 +145,11 @@ def validate_plan(plan_or_raw: Plan | Mapping[str, Any] | str, budget: ControlBu
             raise PlanError(f"sub-task {t.id} has an empty description", kind="empty_description")
         if t.id in seen:
             raise PlanError(f"sub-task id {t.id} is used more than once; ids must be unique", kind="duplicate_id")
+        same = next((o for o in normalised if " ".join(o.description.lower().split())
+                     == " ".join(description.lower().split())), None)
+        if same is not None:
+            raise PlanError(f"sub-tasks {same.id} and {t.id} are the same task (\"{description[:80]}\"); "
+                            "plan each piece of work once", kind="duplicate_task")
         seen.add(t.id)
         normalised.append(t.model_copy(update={"description": description,
                                                "dependencies": list(dict.fromkeys(t.dependencies))}))
@@ -226,7 +231,7 @@ class Planner:
     """One LLM call for a plan; if it is unusable, one repair call that shows the model its plan and
     the reason it was rejected. `timeout_s` bounds both calls together."""
 
-    def __init__(self, llm: Any, budget: ControlBudget, timeout_s: float = 120.0, *, max_tokens: int = 768) -> None:
+    def __init__(self, llm: Any, budget: ControlBudget, timeout_s: float = 120.0, *, max_tokens: int = 512) -> None:
         from cograg.prompts import load_prompt
 
         self.llm = llm
@@ -234,6 +239,11 @@ class Planner:
         self.timeout_s = timeout_s
         self.max_tokens = max_tokens
         self.prompt = load_prompt("plan_decompose")
+        # The grammar of constrained backends comes from this schema: capping the list there stops a
+        # small model that starts repeating tasks. Validation stays with validate_plan, whose
+        # messages the repair call shows the model.
+        self.schema = create_model("PlanProposal", __base__=Plan, sub_tasks=(
+            list[SubTask], Field(json_schema_extra={"maxItems": budget.max_nodes})))
 
     def _messages(self, question: str, facts: list[dict[str, str]], repair_error: str | None,
                   previous_plan: str) -> list[Any]:
@@ -261,7 +271,7 @@ class Planner:
             outcome.attempts = attempt
             messages = self._messages(question, prompt_facts, repair_error, previous_plan)
             try:
-                proposed, resp = self.llm.chat_json(messages, Plan, max_tokens=self.max_tokens,
+                proposed, resp = self.llm.chat_json(messages, self.schema, max_tokens=self.max_tokens,
                                                     timeout_s=max(left, 0.001))
             except LLMOutputError as exc:
                 outcome.raw_outputs.append(exc.raw)
