@@ -47,11 +47,16 @@ class Brain:
         self.on_call = on_call
         self.kinds: list[str] = []
         self.rewrites = 0
+        self.route_scores = {"ambiguity": 0.0, "complexity": 1.0, "intent": "compare", "retrieval_need": 0.9,
+                             "risk": 0.0}
 
     def __call__(self, messages) -> str:
         text = "\n".join(m.content for m in messages if m.role == "user")
         if self.on_call:
             self.on_call(text)
+        if "request dispatcher" in text:
+            self.kinds.append("route")
+            return json.dumps(self.route_scores)
         if "<complex_user_request>" in text:
             self.kinds.append("plan")
             plan = self.plan(text) if callable(self.plan) else self.plan
@@ -315,3 +320,19 @@ def test_cli_ask_mode_and_explain_print_the_route_plan_and_node_timings(eng: Eng
     assert shown.exit_code == 0 and "plan:" in shown.stdout and "[1] retrieve ← —" in shown.stdout
     bad = CliRunner().invoke(app, ["ask", "x", "--mode", "R9", "--judge", "lexical", "--store", store])
     assert bad.exit_code != 0 and "unknown mode" in bad.stderr and "Traceback" not in bad.output
+
+
+def test_router_llm_setting_blends_the_model_scores_into_the_decision(eng: Engine):
+    """COGRAG_ROUTER_LLM: the model's scores may escalate a turn (here to a plan); the rules stay
+    a floor, and without the setting no routing call is made at all."""
+    brain = Brain(plan=TWO_BRIDGES)
+    eng.__dict__["llm"] = ScriptedLLM([brain] * 400)
+    question = "When did the Linden Bridge open?"
+    plain = eng.ask(question, config=OPEN)
+    assert "route" not in brain.kinds and plain.mode in ("R1_ONE_SHOT_RETRIEVE", "R2_MULTI_RETRIEVE")
+    eng.settings = eng.settings.model_copy(update={"router_llm": True})
+    escalated = eng.ask(question, config=OPEN)
+    assert brain.kinds.count("route") == 1 and escalated.mode == "R3_DAG_PLAN"
+    t = eng.trace(escalated.trace_id)
+    assert t["decision"]["llm_scores"]["complexity"] == 1.0 and t["prompt_versions"]["route_scores"] == "route_scores@1"
+    assert any(c["purpose"] == "route" for c in t["model_calls"])

@@ -58,6 +58,9 @@ class Settings(BaseSettings):
     rerank_candidates: int = Field(20, ge=1, le=200)
     llm: str = Field("default", description="default | fast | gguf:PATH | openai:URL[#model]")
     judge: str = Field("llm", description="claim judge: llm | nli:DIR | lexical")
+    # measured (docs/benchmarks.md, Routing): with the embedded models the LLM scores add 4-6 s per
+    # turn and no routing accuracy over the rules, so the rules alone route by default
+    router_llm: bool = Field(False, description="blend the LLM's routing scores into the rule scores (D1)")
     model_cache: Path | None = Field(None, description="where GGUF files are assembled; default <store>/models")
 
     @model_validator(mode="after")

@@ -146,7 +146,7 @@ class Engine:
         AnswerConfig, `options` a full TurnOptions, `bus` an EventBus to stream the turn's events."""
         from cograg.orchestrator.orchestrator import TurnOptions
 
-        opts = options or TurnOptions()
+        opts = options or TurnOptions(use_llm_router=self.settings.router_llm)
         if config is not None:
             opts = opts.model_copy(update={"answer": config})
         if mode is not None:

@@ -35,7 +35,7 @@ class TurnOptions(BaseModel):
     answer: AnswerConfig = Field(default_factory=AnswerConfig)
     budget: ControlBudget = Field(default_factory=ControlBudget)
     force_mode: str | None = Field(None, description="skip the router's choice (benchmarks, --mode): R0…R5")
-    use_llm_router: bool = True
+    use_llm_router: bool = Field(False, description="ask the model for routing scores too (COGRAG_ROUTER_LLM)")
 
     @field_validator("force_mode")
     @classmethod
