@@ -389,3 +389,7 @@ def test_planner_grammar_caps_the_number_of_tasks_and_duplicates_are_rejected() 
     with pytest.raises(PlanError) as exc:
         validate_plan(twice, BUDGET)
     assert exc.value.kind == "duplicate_task"
+    # a combining task may restate a look-up's question: different work over different inputs
+    restated = plan_json(task(1, description="Who designed the Linden Bridge?"), task(2),
+                         task(3, [1, 2], description="Who designed the Linden Bridge?"))
+    assert len(validate_plan(restated, BUDGET).sub_tasks) == 3

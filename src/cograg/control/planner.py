@@ -145,8 +145,10 @@ def validate_plan(plan_or_raw: Plan | Mapping[str, Any] | str, budget: ControlBu
             raise PlanError(f"sub-task {t.id} has an empty description", kind="empty_description")
         if t.id in seen:
             raise PlanError(f"sub-task id {t.id} is used more than once; ids must be unique", kind="duplicate_id")
+        # the same work twice (same text, kind and inputs); a combining task may restate the question
         same = next((o for o in normalised if " ".join(o.description.lower().split())
-                     == " ".join(description.lower().split())), None)
+                     == " ".join(description.lower().split()) and o.kind == t.kind
+                     and sorted(o.dependencies) == sorted(t.dependencies)), None)
         if same is not None:
             raise PlanError(f"sub-tasks {same.id} and {t.id} are the same task (\"{description[:80]}\"); "
                             "plan each piece of work once", kind="duplicate_task")
