@@ -855,3 +855,25 @@ def test_real_default_model_assembles_with_correct_hash(model_cache):
     t1 = time.monotonic()
     assert ensure_model("default", model_cache) == path
     assert time.monotonic() - t1 < min(1.0, elapsed)  # verified via the sidecar, not re-hashed
+
+
+def test_every_constrained_output_schema_makes_a_small_grammar():
+    """llama.cpp expands maxLength/maxItems into nested rules; a long string limit once produced
+    a 48 kB grammar that crashed the sampler. Every schema the pipeline constrains stays small."""
+    import json as _json
+
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    from cograg.answer.contract import DraftAnswer
+    from cograg.control.corrective import GradeVerdict, RewriteProposal
+    from cograg.control.models import ControlBudget
+    from cograg.control.planner import Planner
+    from cograg.control.router import LLMRouteAssessment
+    from cograg.control.synthesizer import SynthesisDraft
+    from cograg.models import judge
+
+    schemas = [DraftAnswer, SynthesisDraft, GradeVerdict, RewriteProposal, LLMRouteAssessment,
+               Planner(None, ControlBudget()).schema, judge.JudgeVerdict, judge._Relevance]
+    for schema in schemas:
+        grammar = json_schema_to_gbnf(_json.dumps(schema.model_json_schema(), sort_keys=True))
+        assert len(grammar) < 4000, (schema.__name__, len(grammar))

@@ -23,7 +23,9 @@ TASK_CITE_RE = re.compile(r"\[\s*(?:cite\s*:\s*)?task[\s,_:#]*((?:\d+(?:_result)
 
 
 class SynthesisDraft(BaseModel):
-    answer: str = Field(max_length=6000)
+    # no maxLength: llama.cpp turns it into thousands of nested grammar rules (a segfault when sampling);
+    # max_tokens bounds the length instead
+    answer: str
 
 
 class SynthesisResult(BaseModel):
