@@ -106,6 +106,16 @@ def default_answer(q: str, text: str) -> dict:
             "fallback": False}
 
 
+def assert_verified(resp) -> None:
+    """The hard guarantee of C3 for every path: each delivered sentence is a kept, SUPPORTED claim."""
+    from cograg.answer.verifier import split_sentences
+
+    if resp.fallback:
+        return
+    kept = {c.sentence for c in resp.claims if c.kept and c.verdict == "SUPPORTED"}
+    assert kept and all(s in kept for s in split_sentences(resp.answer)), (resp.answer, kept)
+
+
 @pytest.fixture()
 def eng(tmp_path: Path):
     e = make_engine(tmp_path, DOCS)
@@ -177,6 +187,7 @@ def test_r3_plan_runs_as_a_dag_and_the_synthesis_cites_the_task_sources(eng: Eng
     assert "1811" in resp.answer and "1870" in resp.answer
     assert sorted(c.source.rsplit("/", 1)[-1] for c in resp.citations) == ["linden.md", "rhine.md"]
     assert all(c.kept and c.verdict == "SUPPORTED" for c in resp.claims)
+    assert_verified(resp)
     t = eng.trace(resp.trace_id)
     nodes = {n["id"]: n for n in t["plan"]["nodes"]}
     assert [nodes[i]["status"] for i in (1, 2, 3)] == ["done", "done", "done"]
@@ -224,6 +235,7 @@ def test_r3_hanging_task_times_out_is_retried_once_and_the_turn_still_answers(en
     assert nodes[1]["status"] == "done"
     # what was established is still delivered, verified, with a note naming the missing part
     assert not resp.fallback and "1811" in resp.answer
+    assert_verified(resp)
     assert any("without a verified result" in n for n in resp.notes)
 
 
@@ -271,7 +283,9 @@ def test_conflicting_sources_are_both_cited_and_the_user_is_asked(eng: Engine):
         return {"answer": f"{stated} [{n}].", "citations": [{"id": n, "quote": ""}], "fallback": False}
     resp = ask(eng, Brain(plan=plan, answer=answer), "When did the Linden Bridge open, and do sources agree?",
                mode="R3")
-    assert "1811" in resp.answer and "1820" in resp.answer and "disagree" in resp.answer
+    assert "1811" in resp.answer and "1820" in resp.answer and "disagree" in resp.clarification
+    assert all(c.kept and c.verdict == "SUPPORTED" for c in resp.claims) and len(resp.claims) == 2
+    assert_verified(resp)
     assert sorted(c.source.rsplit("/", 1)[-1] for c in resp.citations) == ["linden.md", "old_guide.md"]
     assert resp.clarification
     t = eng.trace(resp.trace_id)
@@ -336,3 +350,22 @@ def test_router_llm_setting_blends_the_model_scores_into_the_decision(eng: Engin
     t = eng.trace(escalated.trace_id)
     assert t["decision"]["llm_scores"]["complexity"] == 1.0 and t["prompt_versions"]["route_scores"] == "route_scores@1"
     assert any(c["purpose"] == "route" for c in t["model_calls"])
+
+
+def test_synthesis_fallback_never_runs_fragments_together(eng: Engine):
+    """Task statements without a full stop (small models answer in fragments) become sentences of
+    their own and are verified again, so none reaches the user unchecked."""
+    def synth(text: str) -> dict:
+        return {"answer": "Nothing I can cite."}
+
+    def answer(q: str, text: str) -> dict:
+        if "Rhine" in q:
+            n = block_with(text, "1870")
+            return {"answer": f"1870 [{n}]", "citations": [{"id": n, "quote": ""}], "fallback": False}
+        n = block_with(text, "Tobias Marrick")
+        return {"answer": f"Tobias Marrick [{n}]", "citations": [{"id": n, "quote": ""}], "fallback": False}
+    resp = ask(eng, Brain(plan=TWO_BRIDGES, synth=synth, answer=answer),
+               "Who designed the Linden Bridge, and when did the Rhine Bridge open?", mode="R3")
+    assert_verified(resp)
+    t = eng.trace(resp.trace_id)
+    assert t["plan"]["synthesis"]["method"] == "task_statements"

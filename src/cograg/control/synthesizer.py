@@ -108,12 +108,32 @@ class Synthesizer:
         return [ChatMessage(role="user", content=self.prompt.render(
             results=view, question=question, max_sentences=self.max_sentences))]
 
-    def fallback(self, results: list[TaskResult], reason: str) -> SynthesisResult:
-        """The task statements in task order, each already verified in its own task."""
+    def verified(self, question: str, sentences: list[str], citations: list[Citation], *,
+                 method: str, reason: str = "") -> SynthesisResult:
+        """Only the sentences the verifier keeps, with the citations they still use: whatever path
+        produced the text, nothing is delivered without a SUPPORTED verdict (C3)."""
+        evidence = {c.id: self.chunk_text(c.chunk_id) for c in citations}
+        verification = self.verifier.verify("\n".join(sentences), citations, evidence, question=question)
+        kept = [c.sentence for c in verification.claims if c.kept]
+        used = {k for sentence in kept for k, _, _ in markers_in(sentence)}
+        return SynthesisResult(answer=("" if is_chinese(question) else " ").join(kept),
+                               citations=[c for c in citations if c.id in used], claims=verification.claims,
+                               method=method, reason=reason)
+
+    def statements(self, question: str, results: list[TaskResult], reason: str) -> SynthesisResult:
+        """The task statements in task order, renumbered and verified again as one answer (each
+        was verified in its task; re-checking keeps the guarantee whole after renumbering)."""
         numbering = CitationNumbering()
-        sentences = [numbering.renumber_statement(r) for r in results if r.status == "done" and r.statement]
-        return SynthesisResult(answer=" ".join(s for s in sentences if s), citations=numbering.citations,
-                               method="task_statements", reason=reason)
+        sentences = []
+        for r in results:
+            if r.status != "done" or not r.statement:
+                continue
+            for sentence in split_sentences(numbering.renumber_statement(r)):
+                # a fragment without a full stop would run into the next task's statement
+                sentence = sentence if re.search(r"[.。!?！？]\s*(\[\d+\]\s*)*$", strip_markers(sentence) + " ") \
+                    else sentence + ("。" if is_chinese(question) else ".")
+                sentences.append(sentence)
+        return self.verified(question, sentences, numbering.citations, method="task_statements", reason=reason)
 
     def synthesize(self, question: str, results: list[TaskResult]) -> SynthesisResult:
         done = [r for r in results if r.status == "done" and r.statement and r.citations]
@@ -123,18 +143,16 @@ class Synthesizer:
             draft, _ = self.llm.chat_json(self._messages(question, done), SynthesisDraft,
                                           max_tokens=self.max_tokens, timeout_s=self.timeout_s)
         except ModelError as exc:
-            return self.fallback(done, f"synthesis failed: {type(exc).__name__}")
+            return self.statements(question, done, f"synthesis failed: {type(exc).__name__}")
         numbering = CitationNumbering()
         sentences, unknown, uncited = resolve_task_citations(draft.answer, {r.id: r for r in done}, numbering)
         if not sentences:
-            return self.fallback(done, "the synthesis cited no task")
-        evidence = {c.id: self.chunk_text(c.chunk_id) for c in numbering.citations}
-        verification = self.verifier.verify("\n".join(sentences), numbering.citations, evidence, question=question)
-        kept = [c.sentence for c in verification.claims if c.kept]
-        if not kept or len(kept) / max(1, verification.total) < 0.5:
-            fb = self.fallback(done, f"only {len(kept)} of {verification.total} synthesized sentences verified")
-            fb.claims, fb.unknown_task_ids, fb.uncited_sentences = verification.claims, unknown, uncited
+            return self.statements(question, done, "the synthesis cited no task")
+        out = self.verified(question, sentences, numbering.citations, method="model")
+        kept = sum(c.kept for c in out.claims)
+        if not kept or kept / max(1, len(out.claims)) < 0.5:
+            fb = self.statements(question, done, f"only {kept} of {len(out.claims)} synthesized sentences verified")
+            fb.unknown_task_ids, fb.uncited_sentences = unknown, uncited
             return fb
-        used = {k for s in kept for k, _, _ in markers_in(s)}
-        return SynthesisResult(answer=("" if is_chinese(question) else " ").join(kept), citations=[c for c in numbering.citations if c.id in used],
-                               claims=verification.claims, unknown_task_ids=unknown, uncited_sentences=uncited)
+        out.unknown_task_ids, out.uncited_sentences = unknown, uncited
+        return out

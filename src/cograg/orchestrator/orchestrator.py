@@ -223,7 +223,8 @@ class Orchestrator:
         if mode == "R0_DIRECT_WRITE":
             # Only non-factual turns reach R0 with no established facts: nothing to cite, nothing claimed.
             trace.event("DRAFT_READY", method="template")
-            return AnswerResponse(answer=_SMALL_TALK[lang], fallback=False, confidence=1.0, grounded=False,
+            # fallback=True: a reply that states nothing from the documents (C1), so nothing to verify
+            return AnswerResponse(answer=_SMALL_TALK[lang], fallback=True, confidence=1.0, grounded=False,
                                   route="FAST_PATH", trace_id=trace.trace_id, notes=["no factual claim"])
         if mode == "R1_ONE_SHOT_RETRIEVE":
             return self._guard(lambda: answerer.answer(q, trace=trace, has_context=True), "R1")
@@ -391,16 +392,15 @@ class Orchestrator:
             trace.event("EXECUTION_FAILED", status=report.status, reason=report.reason)
             raise ModeFailed(f"R3: no task established anything ({report.status}: {report.reason})")
 
-        conflicts = [c for r in results.values() for c in r.conflicts]
-        if conflicts:
-            trace.event("CONFLICT_DETECTED", conflicts=conflicts[:4])
-            return self._conflict_answer(q, results, conflicts, trace)
-        trace.event("EXECUTION_DONE", status=report.status, done=len(done), total=len(plan.sub_tasks))
-
         synthesizer = Synthesizer(_Recorder(self.llm, trace, "synthesize"), recording_verifier(answerer.verifier, trace),
                                   chunk_text=self.chunk_text, max_sentences=opts.answer.max_sentences,
                                   timeout_s=opts.answer.llm_timeout_s)
         trace.prompt_versions[synthesizer.prompt.name] = synthesizer.prompt.version
+        conflicts = [c for r in results.values() for c in r.conflicts]
+        if conflicts:
+            trace.event("CONFLICT_DETECTED", conflicts=conflicts[:4])
+            return self._conflict_answer(q, results, conflicts, trace, synthesizer)
+        trace.event("EXECUTION_DONE", status=report.status, done=len(done), total=len(plan.sub_tasks))
         synthesis = synthesizer.synthesize(q, sorted(done, key=lambda r: r.id))
         trace.plan["synthesis"] = synthesis.model_dump(mode="json", exclude={"citations", "claims"})
         trace.verdicts += [c.model_dump() for c in synthesis.claims]
@@ -423,22 +423,19 @@ class Orchestrator:
                               notes=notes)
 
     def _conflict_answer(self, q: str, results: dict[int, TaskResult], conflicts: list[dict[str, Any]],
-                         trace: Trace) -> AnswerResponse:
-        """D7: the sources disagree — say so, cite both sides, ask which applies."""
-        from cograg.control.synthesizer import CitationNumbering
-
-        numbering = CitationNumbering()
+                         trace: Trace, synthesizer: Any) -> AnswerResponse:
+        """D7: the sources disagree. The answer is both sides, each verified against its own source
+        and cited; the disagreement itself and the question back go into `clarification`."""
         first = conflicts[0]
-        a, b = results[first["a"]], results[first["b"]]
-        sa, sb = numbering.renumber_statement(a), numbering.renumber_statement(b)
-        if is_chinese(q):
-            text = f"资料之间存在矛盾：{sa} 但另一处资料称：{sb}"
-            ask = "这两处资料说法不一致，您希望以哪一个来源或哪个时间点为准？"
-        else:
-            text = f"The sources disagree. {sa} However, another source says: {sb}"
-            ask = "These sources disagree. Which source or time period should I rely on?"
-        return AnswerResponse(answer=text, citations=numbering.citations, fallback=False, confidence=0.5,
-                              grounded=True, route="MULTI_HOP", trace_id=trace.trace_id, clarification=ask,
+        sides = synthesizer.statements(q, [results[first["a"]], results[first["b"]]], reason="sources disagree")
+        trace.verdicts += [c.model_dump() for c in sides.claims]
+        if not sides.answer:
+            raise ModeFailed("R3: conflicting statements did not survive verification")
+        ask = ("这些资料的说法不一致（见上方各自的出处）。您希望以哪一个来源或哪个时间点为准？" if is_chinese(q) else
+               "These sources disagree (each side is cited above). Which source or time period should I rely on?")
+        return AnswerResponse(answer=sides.answer, citations=sides.citations, fallback=False, confidence=0.5,
+                              grounded=True, route="MULTI_HOP", trace_id=trace.trace_id, claims=sides.claims,
+                              clarification=ask,
                               notes=[f"conflict between tasks {first['a']} and {first['b']}: {first.get('reason', '')}"])
 
     def _cannot(self, q: str, trace: Trace, reason: str) -> AnswerResponse:
