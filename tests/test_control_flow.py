@@ -369,3 +369,18 @@ def test_synthesis_fallback_never_runs_fragments_together(eng: Engine):
     assert_verified(resp)
     t = eng.trace(resp.trace_id)
     assert t["plan"]["synthesis"]["method"] == "task_statements"
+
+
+def test_fallbacks_stop_when_the_turn_time_budget_is_used_up(eng: Engine):
+    """R3 fails slowly (a plan that never validates); with the wall budget spent there is no R2
+    attempt after it — a clarifying reply that says why."""
+    def slow_bad_plan(text: str) -> str:
+        time.sleep(0.6)
+        return "not a plan"
+    brain = Brain(plan=slow_bad_plan)
+    resp = ask(eng, brain, "Which opened first, the Linden Bridge or the Rhine Bridge?", mode="R3",
+               budget=ControlBudget(max_wall_s=1.0))
+    assert resp.fallback and resp.clarification and "time budget" in resp.notes[0]
+    t = eng.trace(resp.trace_id)
+    assert [m["mode"] for m in t["outcome"]["modes_tried"]] == ["R3_DAG_PLAN"]
+    assert "grade" not in brain.kinds

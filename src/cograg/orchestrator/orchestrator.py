@@ -118,7 +118,7 @@ class Orchestrator:
         trace.event("USER_INPUT_RECEIVED")
         answerer.record_prompt_versions(trace)
         started = time.perf_counter()
-        
+
         decision = self._route(q, opts, facts, has_context, trace)
         mode = decision.mode
         trace.event("ROUTE_DECIDED", route=decision.route, mode=mode, reasons=decision.reasons[:8])
@@ -133,6 +133,9 @@ class Orchestrator:
             except ModeFailed as exc:
                 tried.append({"mode": mode, "ok": False, "reason": str(exc)[:300]})
                 nxt = self._next_mode(mode)
+                if nxt is not None and time.perf_counter() - started > opts.budget.max_wall_s:
+                    exc = ModeFailed(f"{exc}; the turn's time budget ({opts.budget.max_wall_s:g} s) is used up")
+                    nxt = None  # the whole turn, fallbacks included, stays within the wall budget
                 if cancel.cancelled or nxt is None:
                     trace.event("CANCELLED" if cancel.cancelled else "FALLBACK", reason=str(exc)[:300])
                     resp = self._cannot(q, trace, str(exc))
