@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator
@@ -48,47 +48,51 @@ ROUTE_OF_MODE: dict[str, str] = {
 # --------------------------------------------------------------------------- the rule table
 
 
+# a weight or threshold on the [0, 1] scale of the routing signals
+Unit = Annotated[float, Field(ge=0.0, le=1.0)]
+
+
 class RoutingThresholds(BaseModel):
-    block_risk: float = Field(0.7, ge=0.0, le=1.0)
-    clarify_ambiguity: float = Field(0.6, ge=0.0, le=1.0)
-    multi_hop_complexity: float = Field(0.6, ge=0.0, le=1.0)
-    fast_path_retrieval_need: float = Field(0.5, ge=0.0, le=1.0)
-    fast_path_max_risk: float = Field(0.3, ge=0.0, le=1.0)
-    factual_rule_floor: float = Field(0.7, ge=0.0, le=1.0)
-    facts_min_coverage: float = Field(0.8, ge=0.0, le=1.0)
+    block_risk: Unit = 0.7
+    clarify_ambiguity: Unit = 0.6
+    multi_hop_complexity: Unit = 0.6
+    fast_path_retrieval_need: Unit = 0.5
+    fast_path_max_risk: Unit = 0.3
+    factual_rule_floor: Unit = 0.7
+    facts_min_coverage: Unit = 0.8
 
 
 class ComplexityWeights(BaseModel):
-    comparison: float = Field(0.8, ge=0.0, le=1.0)
-    cause: float = Field(0.6, ge=0.0, le=1.0)
-    bridge: float = Field(0.65, ge=0.0, le=1.0)
-    analysis: float = Field(0.5, ge=0.0, le=1.0)
-    multi_part: float = Field(0.4, ge=0.0, le=1.0)
-    joined_entities: float = Field(0.3, ge=0.0, le=1.0)
+    comparison: Unit = 0.8
+    cause: Unit = 0.6
+    bridge: Unit = 0.65
+    analysis: Unit = 0.5
+    multi_part: Unit = 0.4
+    joined_entities: Unit = 0.3
 
 
 class AmbiguityWeights(BaseModel):
-    unresolved_reference: float = Field(0.85, ge=0.0, le=1.0)
-    conversation_reference: float = Field(0.8, ge=0.0, le=1.0)
-    bare_pronoun: float = Field(0.7, ge=0.0, le=1.0)
+    unresolved_reference: Unit = 0.85
+    conversation_reference: Unit = 0.8
+    bare_pronoun: Unit = 0.7
 
 
 class RetrievalNeedWeights(BaseModel):
-    factual: float = Field(0.9, ge=0.0, le=1.0)
-    statement: float = Field(0.7, ge=0.0, le=1.0)
-    chit_chat: float = Field(0.05, ge=0.0, le=1.0)
-    meta: float = Field(0.1, ge=0.0, le=1.0)
-    facts_cover: float = Field(0.2, ge=0.0, le=1.0)
+    factual: Unit = 0.9
+    statement: Unit = 0.7
+    chit_chat: Unit = 0.05
+    meta: Unit = 0.1
+    facts_cover: Unit = 0.2
 
 
 class RiskWeights(BaseModel):
-    secret_disclosure: float = Field(0.9, ge=0.0, le=1.0)
-    secret_mention: float = Field(0.4, ge=0.0, le=1.0)
-    access_bypass: float = Field(0.9, ge=0.0, le=1.0)
-    private_data: float = Field(0.9, ge=0.0, le=1.0)
-    harmful: float = Field(0.95, ge=0.0, le=1.0)
-    forced_conclusion: float = Field(0.9, ge=0.0, le=1.0)
-    yes_no_demand: float = Field(0.3, ge=0.0, le=1.0)
+    secret_disclosure: Unit = 0.9
+    secret_mention: Unit = 0.4
+    access_bypass: Unit = 0.9
+    private_data: Unit = 0.9
+    harmful: Unit = 0.95
+    forced_conclusion: Unit = 0.9
+    yes_no_demand: Unit = 0.3
 
 
 class SignalWeights(BaseModel):
@@ -102,7 +106,7 @@ class SufficiencyThresholds(BaseModel):
     min_hits: int = Field(1, ge=0)
     min_top_score: float = Field(0.83, description="best vector cosine (multilingual-e5)")
     min_top_rerank: float = Field(0.30, description="best reranker score, when reranking ran")
-    min_coverage: float = Field(0.5, ge=0.0, le=1.0)
+    min_coverage: Unit = 0.5
 
 
 class RoutingRules(BaseModel):
