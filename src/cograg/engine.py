@@ -97,45 +97,41 @@ class Engine:
             return judges.NLIJudge(spec[4:])
         raise ConfigError(f"unknown judge {spec!r}: use llm, lexical or nli:DIR")
 
-    def answerer(self, config: Any = None, *, principal: Principal | None = None) -> Any:
-        """The verified-answer pipeline over this store (SPEC C)."""
+    def answerer(self, config: Any = None, *, principal: Principal | None = None, search: Any = None,
+                 save_traces: bool = True) -> Any:
+        """The verified-answer pipeline over this store (SPEC C). `search` replaces the default
+        hybrid search; `save_traces=False` for an answerer that is a step of a larger turn."""
         from cograg.answer.answerer import AnswerConfig, Answerer
         from cograg.answer.verifier import Verifier
 
         cfg = config or AnswerConfig()
-
-        def search(question: str) -> SearchResult:
-            return self.search(question, k=cfg.retrieve_hits, mode="hybrid", principal=principal)
+        if search is None:
+            def search(question: str) -> SearchResult:
+                return self.search(question, k=cfg.retrieve_hits, mode="hybrid", principal=principal)
 
         verifier = Verifier(self.judge, embedder=self.embedder, min_similarity=cfg.min_claim_similarity)
-        return Answerer(search=search, llm=self.llm, verifier=verifier,
-                        config=cfg, save_trace=lambda t: self.store.save_trace(
-                            t.trace_id, "answer", t.question, t.model_dump(exclude={"trace_id", "question"})))
+        return Answerer(search=search, llm=self.llm, verifier=verifier, config=cfg,
+                        save_trace=(lambda t: self._save_trace(t, "answer")) if save_traces else None)
+
+    def _save_trace(self, trace: Any, kind: str) -> None:
+        self.store.save_trace(trace.trace_id, kind, trace.question, trace.model_dump(exclude={"trace_id", "question"}))
 
     def orchestrator(self, *, principal: Principal | None = None, bus: Any = None) -> Any:
         """The control-flow pipeline over this store (SPEC D): router, self-corrective loop,
         planner + DAG executor, synthesizer, all answering through the verified-answer contract."""
-        from cograg.answer.answerer import Answerer
-        from cograg.answer.verifier import Verifier
         from cograg.orchestrator.orchestrator import Orchestrator
 
         def search(question: str, k: int = 6) -> SearchResult:
             return self.search(question, k=k, mode="hybrid", principal=principal)
-
-        def answerer_factory(search: Any, cfg: Any) -> Answerer:
-            verifier = Verifier(self.judge, embedder=self.embedder, min_similarity=cfg.min_claim_similarity)
-            return Answerer(search=search, llm=self.llm, verifier=verifier, config=cfg)
 
         def chunk_text(chunk_id: str) -> str:
             chunk = self.store.get_chunk(chunk_id)
             return chunk.text if chunk is not None else ""
 
         return Orchestrator(search=search, llm=self.llm,
-                            answerer_factory=answerer_factory, judge=self.judge, chunk_text=chunk_text,
-                            save_trace=lambda t: self.store.save_trace(
-                                t.trace_id, t.route or "answer", t.question,
-                                t.model_dump(exclude={"trace_id", "question"})),
-                            bus=bus)
+                            answerer_factory=lambda s, cfg: self.answerer(cfg, search=s, save_traces=False),
+                            judge=self.judge, chunk_text=chunk_text,
+                            save_trace=lambda t: self._save_trace(t, t.route or "answer"), bus=bus)
 
     def ask(self, question: str, *, principal: Principal | None = None, config: Any = None,
             mode: str | None = None, options: Any = None, bus: Any = None, cancel: Any = None) -> Any:

@@ -115,10 +115,8 @@ def recording_verifier(verifier: Verifier, trace: Trace) -> Verifier:
     judge_llm = getattr(verifier.judge, "llm", None)
     if judge_llm is None:
         return verifier
-    recorder = RecordingLLM(judge_llm, trace)
-    recorder.purpose = "verify"
     judge = copy.copy(verifier.judge)
-    judge.llm = recorder
+    judge.llm = RecordingLLM(judge_llm, trace, purpose="verify")
     clone = copy.copy(verifier)
     clone.judge = judge
     return clone

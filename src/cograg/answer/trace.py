@@ -62,11 +62,11 @@ class Trace(BaseModel):
 class RecordingLLM:
     """Wraps an LLM so every call lands in the trace, with its purpose, tokens and duration."""
 
-    def __init__(self, llm: Any, trace: Trace) -> None:
+    def __init__(self, llm: Any, trace: Trace, purpose: str = "generate") -> None:
         self.llm = llm
         self.trace = trace
         self.name = getattr(llm, "name", "llm")
-        self.purpose = "generate"
+        self.purpose = purpose
 
     def _record(self, started: float, resp: Any = None, error: Exception | None = None) -> None:
         source = resp if resp is not None else error  # a timeout carries its partial token counts

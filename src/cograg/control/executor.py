@@ -366,12 +366,10 @@ class _Run:
 def merge_evidence(results: list[TaskResult]) -> list[Citation]:
     """The citations of `results` with each chunk once (first occurrence wins, order kept) and ids
     renumbered "1", "2", … — the per-task ids collide across tasks, so the merged list gets its own."""
-    seen: set[str] = set()
-    merged: list[Citation] = []
+    from cograg.control.synthesizer import CitationNumbering
+
+    numbering = CitationNumbering()
     for result in results:
         for citation in result.citations:
-            if citation.chunk_id in seen:
-                continue
-            seen.add(citation.chunk_id)
-            merged.append(citation.model_copy(update={"id": str(len(merged) + 1)}))
-    return merged
+            numbering.number(citation)
+    return numbering.citations

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field, field_validator
 from cograg.answer.answerer import (AnswerConfig, Answerer, AnswerResponse, is_chinese, record_outcome,
                                     recording_verifier)
 from cograg.answer.contract import Citation, strip_markers
-from cograg.answer.trace import Trace, TraceEvent
+from cograg.answer.trace import RecordingLLM, Trace, TraceEvent
 from cograg.control.models import (FALLBACK_ORDER, ROUTE_OF_MODE, CancelToken, ControlBudget, RouteDecision,
                                    SubTask, TaskResult, mode_name)
 from cograg.orchestrator.events import BusEvent, EventBus
@@ -169,7 +169,7 @@ class Orchestrator:
 
         rules = self.rules or load_rules()
         # a forced mode needs no model opinion; the rule scores still go into the trace
-        scorer = (LLMRouteScorer(_Recorder(self.llm, trace, "route"))
+        scorer = (LLMRouteScorer(RecordingLLM(self.llm, trace, purpose="route"))
                   if opts.use_llm_router and not opts.force_mode else None)
         router = Router(rules, llm_scorer=scorer, search=self.search)
         decision = router.route(q, facts=[f.get("statement", "") for f in facts or []], has_context=has_context)
@@ -260,8 +260,8 @@ class Orchestrator:
             # the documents passed the grader; the calibrated cosine floor still applies (best of the turn)
             return answerer.answer(q, trace=trace, result=result, has_context=True)
 
-        grader = DocumentGrader(_Recorder(self.llm, trace, "grade"), timeout_s=opts.answer.llm_timeout_s)
-        rewriter = QueryRewriter(_Recorder(self.llm, trace, "rewrite"), timeout_s=opts.answer.llm_timeout_s)
+        grader = DocumentGrader(RecordingLLM(self.llm, trace, purpose="grade"), timeout_s=opts.answer.llm_timeout_s)
+        rewriter = QueryRewriter(RecordingLLM(self.llm, trace, purpose="rewrite"), timeout_s=opts.answer.llm_timeout_s)
         for p in (getattr(grader, "prompt", None), getattr(rewriter, "prompt", None)):
             if p is not None:
                 trace.prompt_versions[p.name] = p.version
@@ -285,7 +285,7 @@ class Orchestrator:
         from cograg.control.synthesizer import Synthesizer
 
         budget = opts.budget
-        planner = Planner(_Recorder(self.llm, trace, "plan"), budget, timeout_s=opts.answer.llm_timeout_s)
+        planner = Planner(RecordingLLM(self.llm, trace, purpose="plan"), budget, timeout_s=opts.answer.llm_timeout_s)
         trace.prompt_versions[planner.prompt.name] = planner.prompt.version
         outcome = self._guard(lambda: planner.plan(q, facts), "R3")
         trace.plan = {"outcome": outcome.model_dump(mode="json", exclude={"plan"})}
@@ -334,7 +334,7 @@ class Orchestrator:
 
             started = time.perf_counter()
             t = sub_trace(task)
-            rewritten = QueryRewriter(_Recorder(self.llm, t, "rewrite"), timeout_s=opts.answer.llm_timeout_s
+            rewritten = QueryRewriter(RecordingLLM(self.llm, t, purpose="rewrite"), timeout_s=opts.answer.llm_timeout_s
                                       ).rewrite(task.description, task.description, [], [])
             # a rejected rewrite (empty, repeated, model error) searches the description as written
             query = rewritten.rewritten_query if isinstance(rewritten, RewriteResult) else task.description
@@ -395,7 +395,7 @@ class Orchestrator:
             trace.event("EXECUTION_FAILED", status=report.status, reason=report.reason)
             raise ModeFailed(f"R3: no task established anything ({report.status}: {report.reason})")
 
-        synthesizer = Synthesizer(_Recorder(self.llm, trace, "synthesize"), recording_verifier(answerer.verifier, trace),
+        synthesizer = Synthesizer(RecordingLLM(self.llm, trace, purpose="synthesize"), recording_verifier(answerer.verifier, trace),
                                   chunk_text=self.chunk_text, max_sentences=opts.answer.max_sentences,
                                   timeout_s=opts.answer.llm_timeout_s)
         trace.prompt_versions[synthesizer.prompt.name] = synthesizer.prompt.version
@@ -465,26 +465,6 @@ def find_conflicts(results: list[TaskResult], judge: Any, question: str) -> list
             if v.verdict == "CONTRADICTED":
                 out.append({"a": a.id, "b": b.id, "reason": v.reason[:200]})
     return out
-
-
-class _Recorder:
-    """Model calls of a control stage land in the turn's trace with their purpose."""
-
-    def __init__(self, llm: Any, trace: Trace, purpose: str) -> None:
-        from cograg.answer.trace import RecordingLLM
-
-        self._rec = RecordingLLM(llm, trace)
-        self._rec.purpose = purpose
-        self.name = self._rec.name
-
-    def chat(self, messages: list[Any], **kw: Any) -> Any:
-        return self._rec.chat(messages, **kw)
-
-    def chat_json(self, messages: list[Any], schema: Any, **kw: Any) -> Any:
-        return self._rec.chat_json(messages, schema, **kw)
-
-    def count_tokens(self, text: str) -> int:
-        return self._rec.count_tokens(text)
 
 
 __all__ = ["Orchestrator", "TurnOptions", "find_conflicts", "Citation"]
