@@ -201,9 +201,10 @@ class Answerer:
     def record_prompt_versions(self, trace: Trace) -> None:
         for p in (self.system_prompt, self.user_prompt):
             trace.prompt_versions[p.name] = p.version
-        judge_prompt = getattr(self.verifier.judge, "prompt", None)
-        if judge_prompt is not None:
-            trace.prompt_versions[judge_prompt.name] = judge_prompt.version
+        for attr in ("prompt", "batch_prompt"):
+            judge_prompt = getattr(self.verifier.judge, attr, None)
+            if judge_prompt is not None:
+                trace.prompt_versions[judge_prompt.name] = judge_prompt.version
 
     def answer(self, question: str, *, has_context: bool = False, trace: Trace | None = None,
                result: SearchResult | None = None, facts: list[dict[str, str]] | None = None,

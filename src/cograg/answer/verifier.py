@@ -73,11 +73,85 @@ def _claim_text(sentence: str) -> str:
     return re.sub(r"\s+([.。,，!?！？])", r"\1", MARKER_RE.sub("", sentence)).strip()
 
 
+_NON_WORD = re.compile(r"[\W_]+")
+# A claim this long (normalised characters) that occurs verbatim in its cited text needs no judge:
+# shorter spans ("1844", a bare name) only mean something as an answer, which the judge decides.
+VERBATIM_MIN_CHARS = 16
+
+
+def _core(text: str) -> str:
+    """Letters and digits only, case-folded: what "verbatim" compares."""
+    return _NON_WORD.sub("", normalise_for_match(text))
+
+
+def is_verbatim(claim: str, evidence: str, min_chars: int = VERBATIM_MIN_CHARS) -> bool:
+    """The claim, ignoring case, spacing and punctuation, is a contiguous span of the evidence and
+    at least `min_chars` long. Such a claim is SUPPORTED by construction (after the numbers and
+    negation checks, which run first)."""
+    c = _core(claim)
+    return len(c) >= min_chars and c in _core(evidence)
+
+
+_WINDOW_SPLIT = re.compile(r"(?<=[。！？!?；;])|(?<=[.])(?=\s)|\n+")
+
+
+def evidence_window(claim: str, evidence: str, quotes: list[str] | tuple[str, ...] = (),
+                    max_chars: int = 700) -> str:
+    """The part of the cited text a judge needs: the sentences holding the quotes and the one
+    closest to the claim, widened by their neighbours up to `max_chars`. The judge's cost grows
+    with every token it reads, and a whole context block is mostly about other things."""
+    if len(evidence) <= max_chars:
+        return evidence
+    sentences = [s.strip() for s in _WINDOW_SPLIT.split(evidence) if s and s.strip()]
+    if not sentences:
+        return evidence[:max_chars]
+    anchors: list[int] = []
+    for q in quotes:
+        nq = normalise_for_match(q)
+        hits = [i for i, s in enumerate(sentences) if nq and (nq in normalise_for_match(s) or normalise_for_match(s) in nq)]
+        anchors += hits[:2]
+    closest = best_sentence(claim, evidence)
+    anchors += [i for i, s in enumerate(sentences) if s == closest.strip()][:1]
+    if not anchors:
+        anchors = [0]
+    chosen = set(dict.fromkeys(anchors))
+    size = sum(len(sentences[i]) + 1 for i in chosen)
+    radius = 1
+    while size < max_chars and radius < len(sentences):
+        grew = False
+        for a in list(dict.fromkeys(anchors)):
+            for j in (a - radius, a + radius):
+                if 0 <= j < len(sentences) and j not in chosen and size + len(sentences[j]) + 1 <= max_chars:
+                    chosen.add(j)
+                    size += len(sentences[j]) + 1
+                    grew = True
+        if not grew and radius > len(sentences):
+            break
+        radius += 1
+    joiner = "" if re.search(r"[\u4e00-\u9fff]", evidence) else " "
+    return joiner.join(sentences[i] for i in sorted(chosen))
+
+
+class _Pending(BaseModel):
+    """A claim that passed the deterministic checks and waits for the judge."""
+
+    index: int
+    sentence: str
+    claim: str
+    citation_ids: list[str]
+    window: str
+    similarity: float | None = None
+
+
 class Verifier:
-    def __init__(self, judge: ClaimJudge, *, embedder: Any = None, min_similarity: float = 0.72) -> None:
+    """`window_chars` bounds the cited text the judge reads per claim (see `evidence_window`)."""
+
+    def __init__(self, judge: ClaimJudge, *, embedder: Any = None, min_similarity: float = 0.72,
+                 window_chars: int = 700) -> None:
         self.judge = judge
         self.embedder = embedder
         self.min_similarity = min_similarity
+        self.window_chars = window_chars
 
     def _similarity(self, claim: str, evidence: str) -> float | None:
         if self.embedder is None:
@@ -85,7 +159,9 @@ class Verifier:
         a, b = self.embedder.embed_queries([claim])[0], self.embedder.embed_passages([evidence])[0]
         return float(np.dot(a, b))
 
-    def check(self, sentence: str, evidence_by_id: dict[str, str], question: str | None = None) -> ClaimCheck:
+    def _precheck(self, index: int, sentence: str, evidence_by_id: dict[str, str],
+                  quotes_by_id: dict[str, str]) -> ClaimCheck | _Pending:
+        """Everything before the judge: citations, numbers, negation, verbatim span, similarity."""
         ids = list(dict.fromkeys(k for k, _, _ in markers_in(sentence)))
         claim = _claim_text(sentence)
         known = [i for i in ids if i in evidence_by_id]
@@ -101,22 +177,57 @@ class Verifier:
         if _negated(claim) != _negated(closest) and _negated(claim) != _negated(evidence):
             return ClaimCheck(sentence=sentence, citation_ids=known, verdict="CONTRADICTED", method="negation",
                               reason="negation differs from the cited text", kept=False)
+        if any(is_verbatim(claim, evidence_by_id[i]) for i in known):
+            return ClaimCheck(sentence=sentence, citation_ids=known, verdict="SUPPORTED", method="verbatim",
+                              reason="the claim is a verbatim span of the cited text", kept=True)
         sim = self._similarity(claim, evidence)
         if sim is not None and sim < self.min_similarity:
             return ClaimCheck(sentence=sentence, citation_ids=known, verdict="UNRELATED", method="similarity",
                               reason=f"similarity {sim:.2f} < {self.min_similarity}", kept=False, similarity=sim)
-        try:
-            v: JudgeVerdict = self.judge.judge(claim, evidence, question)
-        except Exception as exc:  # noqa: BLE001 - a failing judge must not fail the answer; it fails closed
-            return ClaimCheck(sentence=sentence, citation_ids=known, verdict="UNRELATED", method=self.judge.name,
-                              reason=f"judge failed: {type(exc).__name__}", kept=False, similarity=sim)
-        return ClaimCheck(sentence=sentence, citation_ids=known, verdict=v.verdict, method=self.judge.name,
-                          reason=v.reason, kept=v.verdict == "SUPPORTED", similarity=sim)
+        window = "\n".join(evidence_window(claim, evidence_by_id[i], [quotes_by_id[i]] if quotes_by_id.get(i) else (),
+                                            self.window_chars) for i in known)
+        return _Pending(index=index, sentence=sentence, claim=claim, citation_ids=known, window=window, similarity=sim)
+
+    def _judged(self, p: _Pending, v: JudgeVerdict | None, error: str | None = None) -> ClaimCheck:
+        if v is None:  # a failing judge must not fail the answer; it fails closed
+            return ClaimCheck(sentence=p.sentence, citation_ids=p.citation_ids, verdict="UNRELATED",
+                              method=self.judge.name, reason=f"judge failed: {error}", kept=False, similarity=p.similarity)
+        return ClaimCheck(sentence=p.sentence, citation_ids=p.citation_ids, verdict=v.verdict, method=self.judge.name,
+                          reason=v.reason, kept=v.verdict == "SUPPORTED", similarity=p.similarity)
+
+    def _judge_all(self, pending: list[_Pending], question: str | None) -> list[ClaimCheck]:
+        """One judge call for all claims of an answer when the judge can take several (fewer
+        prompt tokens, one shared instruction prefix), else one call per claim."""
+        many = getattr(self.judge, "judge_many", None)
+        if len(pending) > 1 and many is not None:
+            try:
+                verdicts = many([(p.claim, p.window) for p in pending], question)
+            except Exception as exc:  # noqa: BLE001 - fails closed, claim by claim
+                return [self._judged(p, None, type(exc).__name__) for p in pending]
+            return [self._judged(p, v, None if v is not None else "no verdict for this claim")
+                    for p, v in zip(pending, verdicts, strict=True)]
+        out = []
+        for p in pending:
+            try:
+                out.append(self._judged(p, self.judge.judge(p.claim, p.window, question)))
+            except Exception as exc:  # noqa: BLE001
+                out.append(self._judged(p, None, type(exc).__name__))
+        return out
+
+    def check(self, sentence: str, evidence_by_id: dict[str, str], question: str | None = None,
+              quotes_by_id: dict[str, str] | None = None) -> ClaimCheck:
+        first = self._precheck(0, sentence, evidence_by_id, quotes_by_id or {})
+        return first if isinstance(first, ClaimCheck) else self._judge_all([first], question)[0]
 
     def verify(self, answer: str, citations: list[Citation], evidence_by_id: dict[str, str],
                question: str | None = None) -> VerificationResult:
         """`evidence_by_id`: citation id → the full text of the cited block."""
-        claims = [self.check(s, evidence_by_id, question) for s in split_sentences(answer)]
+        quotes_by_id = {c.id: c.quote for c in citations if c.quote}
+        checks: list[ClaimCheck | _Pending] = [self._precheck(i, s, evidence_by_id, quotes_by_id)
+                                               for i, s in enumerate(split_sentences(answer))]
+        pending = [c for c in checks if isinstance(c, _Pending)]
+        judged = dict(zip((p.index for p in pending), self._judge_all(pending, question), strict=True))
+        claims = [judged[i] if isinstance(c, _Pending) else c for i, c in enumerate(checks)]
         kept = " ".join(c.sentence for c in claims if c.kept)
         return VerificationResult(answer=kept, claims=claims, supported=sum(c.kept for c in claims),
                                   total=len(claims))

@@ -19,6 +19,18 @@ class JudgeVerdict(BaseModel):
     reason: str = ""
 
 
+class ClaimVerdict(BaseModel):
+    claim: int
+    verdict: Verdict
+    reason: str = ""
+
+
+class ClaimVerdicts(BaseModel):
+    """The batch judge's reply: one verdict per numbered claim."""
+
+    verdicts: list[ClaimVerdict]
+
+
 class ClaimJudge(Protocol):
     name: str
 
@@ -36,6 +48,7 @@ class LLMJudge:
 
         self.llm = llm
         self.prompt = load_prompt("judge_claim")
+        self.batch_prompt = load_prompt("judge_claims")
         self.name = f"llm:{getattr(llm, 'name', 'llm')}"
         self.max_tokens = max_tokens
         self.timeout_s = timeout_s
@@ -46,6 +59,23 @@ class LLMJudge:
         msg = ChatMessage(role="user", content=self.prompt.render(claim=claim, passage=passage, question=question))
         verdict, _ = self.llm.chat_json([msg], JudgeVerdict, max_tokens=self.max_tokens, timeout_s=self.timeout_s)
         return verdict  # type: ignore[no-any-return]
+
+    def judge_many(self, items: list[tuple[str, str]], question: str | None = None) -> list[JudgeVerdict | None]:
+        """All (claim, passage) pairs of one answer in one constrained call. A claim the reply
+        skips, repeats or numbers out of range gets None (the verifier fails it closed)."""
+        from cograg.models.llm import ChatMessage
+
+        content = self.batch_prompt.render(items=[{"claim": c, "passage": p} for c, p in items], question=question)
+        budget = self.max_tokens + 48 * (len(items) - 1)
+        reply, _ = self.llm.chat_json([ChatMessage(role="user", content=content)], ClaimVerdicts,
+                                      max_tokens=budget, timeout_s=self.timeout_s)
+        out: list[JudgeVerdict | None] = [None] * len(items)
+        seen: set[int] = set()
+        for v in reply.verdicts:  # type: ignore[union-attr]
+            if 1 <= v.claim <= len(items) and v.claim not in seen:
+                seen.add(v.claim)
+                out[v.claim - 1] = JudgeVerdict(verdict=v.verdict, reason=v.reason)
+        return out
 
 
 class NLIJudge:

@@ -1,0 +1,121 @@
+"""The verifier's cost controls (issue: speed): verbatim spans skip the judge, the judge reads a
+window of the cited text, and all claims of one answer go to the LLM judge in one call."""
+
+from __future__ import annotations
+
+import json
+
+from cograg.answer.contract import Citation
+from cograg.answer.verifier import Verifier, evidence_window, is_verbatim
+from cograg.models.judge import JudgeVerdict, LLMJudge
+
+LONG = " ".join(f"Filler sentence number {i} talks about the weather in a town far away." for i in range(30))
+EVIDENCE = (LONG + " The Linden Bridge was designed by Tobias Marrick in 1809. It has seven arches of grey stone. "
+            + LONG)
+
+
+class CountingJudge:
+    """Records what it was shown; says SUPPORTED when every word of the claim is in the passage."""
+
+    name = "counting"
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str]] = []
+
+    def judge(self, claim: str, passage: str, question: str | None = None) -> JudgeVerdict:
+        self.calls.append((claim, passage))
+        words = [w.strip(".,").lower() for w in claim.split()]
+        ok = all(w in passage.lower() for w in words)
+        return JudgeVerdict(verdict="SUPPORTED" if ok else "UNRELATED")
+
+
+def test_verbatim_span_is_supported_without_the_judge():
+    judge = CountingJudge()
+    v = Verifier(judge)
+    check = v.check("It has seven arches of grey stone [1].", {"1": EVIDENCE})
+    assert check.kept and check.verdict == "SUPPORTED" and check.method == "verbatim"
+    assert judge.calls == []
+
+
+def test_verbatim_needs_a_real_span_not_a_fragment_or_a_paraphrase():
+    assert is_verbatim("The Linden Bridge was designed by Tobias Marrick", EVIDENCE)
+    assert is_verbatim("the linden   bridge, was designed by TOBIAS Marrick!", EVIDENCE)  # case/space/punct
+    assert not is_verbatim("Tobias Marrick", EVIDENCE)  # too short to stand alone: the judge decides
+    assert not is_verbatim("The Linden Bridge was designed by Tobias Merrick", EVIDENCE)  # one letter off
+    assert not is_verbatim("Tobias Marrick designed the Linden Bridge", EVIDENCE)  # paraphrase
+    assert is_verbatim("银雾于1978年育成，至今仍是本地种植", "研究所育成了耐寒品种银雾。银雾于1978年育成，至今仍是本地种植面积最大的品种。")
+
+
+def test_a_verbatim_claim_still_fails_the_number_and_negation_checks():
+    v = Verifier(CountingJudge())
+    ev = {"1": "Trams do not run on Christmas Day in the old town of Linden."}
+    assert v.check("Trams run on Christmas Day in the old town of Linden [1].", ev).verdict == "CONTRADICTED"
+
+
+def test_judge_reads_a_window_around_the_quote_not_the_whole_block():
+    judge = CountingJudge()
+    v = Verifier(judge, window_chars=300)
+    check = v.check("Marrick designed it in 1809 [1].", {"1": EVIDENCE},
+                    quotes_by_id={"1": "designed by Tobias Marrick in 1809"})
+    assert check.kept
+    (claim, passage), = judge.calls
+    assert "Tobias Marrick in 1809" in passage and len(passage) <= 300 < len(EVIDENCE)
+
+
+def test_evidence_window_keeps_short_text_whole_and_stays_in_document_order():
+    assert evidence_window("x", "Short text.") == "Short text."
+    w = evidence_window("seven arches", EVIDENCE, ["It has seven arches of grey stone."], max_chars=260)
+    assert w.index("designed by") < w.index("seven arches") and len(w) <= 260
+    zh = "。".join(f"第{i}句讲的是别的事情" for i in range(60)) + "。银雾于1978年育成。" + "。".join("其他内容" for _ in range(60))
+    wz = evidence_window("银雾于1978年育成", zh, ["银雾于1978年育成"], max_chars=80)
+    assert "银雾于1978年育成" in wz and len(wz) <= 80
+
+
+class BatchLLM:
+    """A fake model for the batch judge: answers from the claims and passages in the prompt (the
+    case data), and counts its calls."""
+
+    name = "batch-fake"
+
+    def __init__(self, drop: int | None = None) -> None:
+        self.calls = 0
+        self.drop = drop
+
+    def chat_json(self, messages, schema, *, max_tokens, timeout_s=None):
+        import re
+
+        self.calls += 1
+        prompt = messages[-1].content
+        passages = dict(re.findall(r'<passage id="(\d+)">\n(.*?)\n</passage>', prompt, re.S))
+        claims = dict(re.findall(r'<claim id="(\d+)">\n(.*?)\n</claim>', prompt, re.S))
+        verdicts = []
+        for i, claim in claims.items():
+            if self.drop is not None and int(i) == self.drop:
+                continue
+            words = [w.strip(".,").lower() for w in claim.split()]
+            ok = all(w in passages[i].lower() for w in words)
+            verdicts.append({"claim": int(i), "verdict": "SUPPORTED" if ok else "UNRELATED", "reason": "fake"})
+        return schema.model_validate_json(json.dumps({"verdicts": verdicts})), None
+
+
+def _cite(i: str, quote: str) -> Citation:
+    return Citation(id=i, doc_id="d", chunk_id=f"c{i}", quote=quote, source="s", score=1.0)
+
+
+def test_all_claims_of_an_answer_are_judged_in_one_call():
+    llm = BatchLLM()
+    v = Verifier(LLMJudge(llm))
+    ev = {"1": "The Linden Bridge was designed by Tobias Marrick.", "2": "The bridge has seven arches and two towers."}
+    answer = "Marrick designed the bridge [1]. The bridge has nine towers [2]. Two towers and seven arches [2]."
+    r = v.verify(answer, [_cite("1", "designed by Tobias Marrick"), _cite("2", "seven arches")], ev, question="q?")
+    assert llm.calls == 1
+    assert [c.kept for c in r.claims] == [True, False, True]
+    assert all(c.method.startswith("llm:") for c in r.claims)
+
+
+def test_a_claim_missing_from_the_batch_reply_fails_closed():
+    v = Verifier(LLMJudge(BatchLLM(drop=2)))
+    ev = {"1": "Trams run every ten minutes on weekdays.", "2": "A ticket costs EUR 2.10."}
+    r = v.verify("Trams run on weekdays [1]. Tickets cost EUR 2.10 [2].",
+                 [_cite("1", "Trams run every ten minutes"), _cite("2", "A ticket costs EUR 2.10")], ev)
+    assert [c.kept for c in r.claims] == [True, False] and "judge failed" in r.claims[1].reason
