@@ -18,13 +18,13 @@ from pydantic import BaseModel, Field
 
 from cograg.answer.contract import Citation, ContractIssues, DraftAnswer, strip_markers, validate_draft
 from cograg.answer.injection import obeyed_injection, redact, scan
-from cograg.answer.trace import RecordingLLM, Trace
 from cograg.answer.verifier import ClaimCheck, Verifier
 from cograg.errors import CogragError
 from cograg.models import ModelError
 from cograg.prompts import load_prompt
 from cograg.retrieval.models import SearchResult
 from cograg.retrieval.packing import ContextBlock, pack_context
+from cograg.trace import RecordingLLM, Trace
 
 Route = Literal["DOC_GROUNDED", "CLARIFY", "REFUSED"]
 
