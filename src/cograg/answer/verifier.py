@@ -9,17 +9,15 @@ if too little survives, the caller turns the answer into a conservative reply.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, Field
 
-from cograg.answer.contract import MARKER_RE, Citation, best_sentence, markers_in, normalise_for_match
-from cograg.models.judge import ClaimJudge, JudgeVerdict
+from cograg.answer.contract import Citation, answer_sentences, best_sentence, markers_in, strip_markers
+from cograg.models.judge import ClaimJudge, JudgeVerdict, Verdict
+from cograg.text import normalise_for_match
 
-Verdict = Literal["SUPPORTED", "CONTRADICTED", "UNRELATED"]
-
-_SPLIT = re.compile(r"(?<=[。！？!?])|(?<=[.])(?=\s+[^\s\[])|\n+")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _NEGATION_EN = re.compile(r"\b(not|no|never|none|nor|cannot|can't|isn't|wasn't|aren't|weren't|doesn't|didn't|don't|without)\b", re.I)
 _NEGATION_ZH = re.compile(r"不|没有|没|未|无|非|别|否")
@@ -46,31 +44,12 @@ class VerificationResult(BaseModel):
         return self.supported / self.total if self.total else 0.0
 
 
-def split_sentences(answer: str) -> list[str]:
-    """Sentences with their trailing markers attached ("X [1]." and "X。[1]" both stay whole)."""
-    parts = [p for p in _SPLIT.split(answer) if p and p.strip()]
-    out: list[str] = []
-    for p in parts:
-        stripped = p.strip()
-        lead = re.match(r"^((?:\[[^\]]*\]\s*)+)([.。]?)", stripped)
-        if out and lead and MARKER_RE.fullmatch(lead.group(1).strip().split("]")[0] + "]"):
-            out[-1] = (out[-1] + lead.group(0)).strip()
-            stripped = stripped[lead.end():].strip()
-        if stripped:
-            out.append(stripped)
-    return out
-
-
 def _numbers(text: str) -> set[str]:
     return {n.replace(",", "") for n in _NUMBER.findall(normalise_for_match(text))}
 
 
 def _negated(text: str) -> bool:
     return bool(_NEGATION_EN.search(text) or _NEGATION_ZH.search(text))
-
-
-def _claim_text(sentence: str) -> str:
-    return re.sub(r"\s+([.。,，!?！？])", r"\1", MARKER_RE.sub("", sentence)).strip()
 
 
 class Verifier:
@@ -87,7 +66,7 @@ class Verifier:
 
     def check(self, sentence: str, evidence_by_id: dict[str, str], question: str | None = None) -> ClaimCheck:
         ids = list(dict.fromkeys(k for k, _, _ in markers_in(sentence)))
-        claim = _claim_text(sentence)
+        claim = strip_markers(sentence)
         known = [i for i in ids if i in evidence_by_id]
         if not known:
             return ClaimCheck(sentence=sentence, citation_ids=ids, verdict="UNRELATED", method="citation",
@@ -116,7 +95,7 @@ class Verifier:
     def verify(self, answer: str, citations: list[Citation], evidence_by_id: dict[str, str],
                question: str | None = None) -> VerificationResult:
         """`evidence_by_id`: citation id → the full text of the cited block."""
-        claims = [self.check(s, evidence_by_id, question) for s in split_sentences(answer)]
+        claims = [self.check(s, evidence_by_id, question) for s in answer_sentences(answer)]
         kept = " ".join(c.sentence for c in claims if c.kept)
         return VerificationResult(answer=kept, claims=claims, supported=sum(c.kept for c in claims),
                                   total=len(claims))
