@@ -69,7 +69,7 @@ def sentence_spans(text: str, *, semicolons: bool = False,
     out: list[tuple[int, int]] = []
     for s, e in spans:
         pos = s
-        while out and (m := markers.match(text, pos, e)):
+        while out and (m := markers.match(text, pos, e)) and m.end() > pos:
             pos = m.end()
             while pos < e and text[pos].isspace():
                 pos += 1
