@@ -78,14 +78,13 @@ def alce(judge: LLMJudge, resp, chunk_text, question: str) -> tuple[int, int, in
     chunks. Precision: a citation counts when its chunk alone supports the statement, or when the
     statement is supported jointly and not without it. One judge call per statement plus, for
     statements with several citations, the leave-one-out calls."""
-    from cograg.answer.contract import markers_in
-    from cograg.answer.verifier import _claim_text, split_sentences
+    from cograg.answer.contract import answer_sentences, markers_in, strip_markers
 
     by_id = {c.id: chunk_text(c.chunk_id) for c in resp.citations}
     sup = stm = rel = cit = 0
-    for s in split_sentences(resp.answer):
+    for s in answer_sentences(resp.answer):
         ids = list(dict.fromkeys(k for k, _, _ in markers_in(s) if k in by_id))
-        claim = _claim_text(s)
+        claim = strip_markers(s)
         stm += 1
         if not ids:
             continue

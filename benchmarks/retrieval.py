@@ -31,10 +31,10 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
 
+from cograg.documents import Chunk, Document  # noqa: E402
 from cograg.index.analyzer import analyze  # noqa: E402
 from cograg.index.indexing import ChunkIndexer, index_text  # noqa: E402
 from cograg.index.sqlite_store import SQLiteStore  # noqa: E402
-from cograg.ingest.models import Chunk, Document  # noqa: E402
 from cograg.ingest.pipeline import chunk_id_for  # noqa: E402
 from cograg.retrieval.fusion import rrf  # noqa: E402
 from cograg.retrieval.models import SearchRequest  # noqa: E402

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from cograg.answer.answerer import AnswerConfig, QuestionError
-from cograg.answer.contract import DraftAnswer, DraftCitation, find_quote, validate_draft
+from cograg.answer.contract import DraftAnswer, DraftCitation, answer_sentences, find_quote, validate_draft
 from cograg.answer.injection import redact, scan
-from cograg.answer.verifier import Verifier, split_sentences
+from cograg.answer.verifier import Verifier
 from cograg.config import Settings
 from cograg.engine import Engine
 from cograg.index.indexing import ChunkIndexer
@@ -160,7 +160,7 @@ def test_deterministic_checks_numbers_and_negation():
     assert neg.verdict == "CONTRADICTED" and neg.method == "negation"
     assert v.check("Trams do not run on Christmas Day [1].", ev).verdict == "SUPPORTED"
     assert v.check("Trams are great.", ev).reason == "no citation"
-    assert split_sentences("银雾于1978年育成。[1] 它很耐寒[2]。") == ["银雾于1978年育成。[1]", "它很耐寒[2]。"]
+    assert answer_sentences("银雾于1978年育成。[1] 它很耐寒[2]。") == ["银雾于1978年育成。[1]", "它很耐寒[2]。"]
 
 
 def test_llm_judge_uses_constrained_json_and_fails_closed():
@@ -342,7 +342,7 @@ def test_answer_without_markers_gets_system_assigned_citations_then_verified(eng
 
 
 def test_number_questions_need_a_number_in_the_answer(eng: Engine):
-    from cograg.answer.answerer import expects_number
+    from cograg.questions import expects_number
 
     assert expects_number("How many arches does the bridge have?") and expects_number("银雾是哪一年育成的？")
     assert not expects_number("Who designed the bridge?")

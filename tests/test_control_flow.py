@@ -108,12 +108,12 @@ def default_answer(q: str, text: str) -> dict:
 
 def assert_verified(resp) -> None:
     """The hard guarantee of C3 for every path: each delivered sentence is a kept, SUPPORTED claim."""
-    from cograg.answer.verifier import split_sentences
+    from cograg.answer.contract import answer_sentences
 
     if resp.fallback:
         return
     kept = {c.sentence for c in resp.claims if c.kept and c.verdict == "SUPPORTED"}
-    assert kept and all(s in kept for s in split_sentences(resp.answer)), (resp.answer, kept)
+    assert kept and all(s in kept for s in answer_sentences(resp.answer)), (resp.answer, kept)
 
 
 @pytest.fixture()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cograg.answer.verifier import split_sentences
+from cograg.answer.contract import answer_sentences
 from cograg.config import Settings
 from cograg.engine import Engine
 
@@ -37,7 +37,7 @@ def assert_contract_holds(eng: Engine, resp) -> None:
     kept = {cl.sentence for cl in resp.claims if cl.kept}
     assert all(cl.verdict == "SUPPORTED" for cl in resp.claims if cl.kept)
     ids = {c.id for c in resp.citations}
-    for sentence in split_sentences(resp.answer):
+    for sentence in answer_sentences(resp.answer):
         assert sentence in kept
         markers = {m for m in __import__("re").findall(r"\[(\d+)\]", sentence)}
         assert markers and markers <= ids

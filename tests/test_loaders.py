@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from cograg.config import Settings
+from cograg.documents import Chunk
 from cograg.errors import LoaderError
 from cograg.index.sqlite_store import SQLiteStore
 from cograg.ingest import loaders
-from cograg.ingest.models import Chunk
 from cograg.ingest.pipeline import _doc_type_for, chunk_document, ingest_paths
 
 pytestmark = pytest.mark.usefixtures("ingest_env")

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from cograg.documents import Chunk, Document
 from cograg.errors import StoreError
 from cograg.index.sqlite_store import DB_NAME, SCHEMA_VERSION, SQLiteStore
-from cograg.ingest.models import Chunk, Document
 from cograg.ingest.pipeline import chunk_id_for, ingest_paths
 
 pytestmark = pytest.mark.usefixtures("ingest_env")

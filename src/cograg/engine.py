@@ -12,10 +12,11 @@ from typing import Any
 from cograg.config import Settings
 from pydantic import ValidationError
 
+from cograg.documents import Chunk, Document
 from cograg.errors import ConfigError, StoreError
 from cograg.index.indexing import ChunkIndexer
 from cograg.index.sqlite_store import SQLiteStore
-from cograg.ingest.models import Chunk, Document, IngestSummary
+from cograg.ingest.models import IngestSummary
 from cograg.ingest.pipeline import ProgressCallback, ingest_paths
 from cograg.retrieval.models import Principal, SearchRequest, SearchResult
 from cograg.retrieval.policy import CorpusPolicy, load_policy

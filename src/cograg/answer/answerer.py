@@ -18,13 +18,15 @@ from pydantic import BaseModel, Field
 
 from cograg.answer.contract import Citation, ContractIssues, DraftAnswer, strip_markers, validate_draft
 from cograg.answer.injection import obeyed_injection, redact, scan
-from cograg.answer.trace import RecordingLLM, Trace
 from cograg.answer.verifier import ClaimCheck, Verifier
 from cograg.errors import CogragError
 from cograg.models import ModelError
 from cograg.prompts import load_prompt
+from cograg.questions import expects_number, has_number, needs_clarification
 from cograg.retrieval.models import SearchResult
 from cograg.retrieval.packing import ContextBlock, pack_context
+from cograg.text import is_chinese
+from cograg.trace import RecordingLLM, Trace
 
 Route = Literal["DOC_GROUNDED", "CLARIFY", "REFUSED"]
 
@@ -73,40 +75,6 @@ class AnswerResponse(BaseModel):
     notes: list[str] = Field(default_factory=list)
     mode: str | None = Field(None, description="execution mode R0…R5 chosen by the router (D1)")
     explain: dict[str, Any] = Field(default_factory=dict, description="route, decision path, plan, node timings")
-
-
-def is_chinese(text: str) -> bool:
-    cjk = len(re.findall(r"[\u4e00-\u9fff]", text))
-    latin = len(re.findall(r"[A-Za-z]", text))
-    return cjk > 0 and cjk >= latin / 4
-
-
-_AMBIGUOUS_EN = re.compile(r"\b(this|that|these|those|the above|said|aforementioned)\s+(method|approach|one|thing|document|paper|file|result|issue|problem|function|option|version|case|idea)\b|^\s*(what|how|why)\s+about\s+(it|that|this|them)\b", re.I)
-_AMBIGUOUS_ZH = re.compile(r"(这个|那个|该|上述|上面的?|刚才的?|前面的?)(方法|方案|文档|文件|问题|结果|函数|版本|东西|情况)|^(它|那|这)(呢|的)")
-
-
-_EXPECTS_NUMBER = re.compile(
-    r"\b(how\s+(many|much|long|old|far|tall|high|big)|what\s+(year|date|time|percentage)|which\s+year|when\s+(was|were|did|is|does|will))\b"
-    r"|哪一年|哪年|何年|哪一天|什么时候|何时|多少|几[个年月日天次条种位座岁人名家项件所]|多大|多长|多高|多远|多久", re.I)
-_HAS_NUMBER = re.compile(r"\d|[一二三四五六七八九十百千万两零〇]|\b(one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|"
-                         r"twenty|thirty|forty|fifty|hundred|thousand|million|billion|dozen|half|once|twice)\b", re.I)
-
-
-def expects_number(question: str) -> bool:
-    """The question asks for a quantity, year or date (deterministic answer-type check)."""
-    return bool(_EXPECTS_NUMBER.search(question))
-
-
-def needs_clarification(question: str, has_context: bool) -> str | None:
-    """C4: a reference like "this method" with nothing in the conversation to point at."""
-    if has_context:
-        return None
-    m = _AMBIGUOUS_EN.search(question) or _AMBIGUOUS_ZH.search(question)
-    if not m:
-        return None
-    if is_chinese(question):
-        return f"您提到的“{m.group(0)}”具体指什么？请说明名称或上下文，我再从资料中查找。"
-    return f"Which {m.group(0).split()[-1]} do you mean by “{m.group(0)}”? Please name it so I can look it up."
 
 
 def recording_verifier(verifier: Verifier, trace: Trace) -> Verifier:
@@ -315,7 +283,7 @@ class Answerer:
                 continue
             kept.append(claim.sentence)
         supported_ratio = len(kept) / max(1, verification.total)
-        if kept and expects_number(q) and not any(_HAS_NUMBER.search(strip_markers(k)) for k in kept):
+        if kept and expects_number(q) and not any(has_number(strip_markers(k)) for k in kept):
             resp = self._refusal(q, trace, result, "the verified sentences do not contain the number or date "
                                  "the question asks for", evidence=validated.citations)
             resp.claims, resp.removed = verification.claims, removed

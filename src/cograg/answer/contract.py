@@ -9,12 +9,12 @@ got wrong is replaced by the chunk sentence closest to the claim, never kept).
 from __future__ import annotations
 
 import re
-import unicodedata
-from difflib import SequenceMatcher
 
 from pydantic import BaseModel, Field, field_validator
+from rapidfuzz import fuzz
 
 from cograg.retrieval.packing import ContextBlock
+from cograg.text import ngram_overlap, normalise_for_match, sentence_spans, split_sentences
 
 # "[1]", "[1, 2]", "[1][2]" and the seed-000 forms "[cite: doc, DOC_ID, CHUNK_ID]", "[cite: fact, ID, null]",
 # "[cite: task, ID]".
@@ -81,12 +81,6 @@ class ContractIssues(BaseModel):
     markers_inserted: int = Field(0, description="sentences the system attached to a block because the model gave no markers")
 
 
-def normalise_for_match(text: str) -> str:
-    text = unicodedata.normalize("NFKC", text).casefold()
-    text = re.sub(r"[*_`#>]+", "", text)  # markdown emphasis never counts against a quote
-    return re.sub(r"\s+", " ", text).strip()
-
-
 def find_quote(quote: str, text: str) -> tuple[int, int] | None:
     """Span of `quote` in `text`: exact after normalisation, else the best window within the fuzz
     tolerance. Returns offsets in the *normalised* text, or None."""
@@ -96,37 +90,24 @@ def find_quote(quote: str, text: str) -> tuple[int, int] | None:
     i = t.find(q)
     if i != -1:
         return i, i + len(q)
-    best: tuple[float, int] = (0.0, -1)
-    sm = SequenceMatcher(None, autojunk=False)
-    sm.set_seq2(q)
-    step = max(1, len(q) // 8)
-    for start in range(0, max(1, len(t) - len(q) + 1), step):
-        sm.set_seq1(t[start:start + len(q)])
-        r = sm.ratio()
-        if r > best[0]:
-            best = (r, start)
-    if best[1] >= 0 and best[0] >= 1 - QUOTE_FUZZ_TOLERANCE:
-        return best[1], best[1] + len(q)
-    return None
-
-
-_SENTENCE_END = re.compile(r"(?<=[。！？!?；;])|(?<=[.])(?=\s)|\n+")
+    cutoff = (1 - QUOTE_FUZZ_TOLERANCE) * 100
+    if len(q) > len(t):  # longer than the whole text: the two compared as they are
+        return (0, len(t)) if fuzz.ratio(q, t, score_cutoff=cutoff) else None
+    # the window of `t` closest to the quote (Indel similarity over every window of its length)
+    found = fuzz.partial_ratio_alignment(q, t, score_cutoff=cutoff)
+    return None if found is None else (found.dest_start, found.dest_end)
 
 
 def chunk_sentences(text: str) -> list[str]:
-    return [s.strip() for s in _SENTENCE_END.split(text) if s and len(s.strip()) >= 4]
+    """The clauses of a chunk that can stand as a quote (split at semicolons too, 4+ characters)."""
+    return [s for s in split_sentences(text, semicolons=True) if len(s) >= 4]
 
 
 def best_sentence(claim: str, text: str) -> str:
     """The sentence of `text` sharing the most characters (bigrams) with `claim`: a deterministic
     stand-in quote when the model's quote does not occur in the chunk."""
-    def grams(s: str) -> set[str]:
-        s = normalise_for_match(s)
-        return {s[i:i + 2] for i in range(len(s) - 1)}
-
-    cg = grams(claim)
     sentences = chunk_sentences(text) or [text.strip()]
-    return max(sentences, key=lambda s: (len(cg & grams(s)) / (len(grams(s)) ** 0.5 or 1), -len(s)))
+    return max(sentences, key=lambda s: (ngram_overlap(claim, s), -len(s)))
 
 
 def markers_in(answer: str) -> list[tuple[str, int, int]]:
@@ -154,21 +135,15 @@ def locate_quote(quote: str, claim: str, block: ContextBlock) -> tuple[int, str,
         for i, t in enumerate(texts):
             if quote in t:
                 # an exact quote that has nothing to do with its sentence is not evidence for it
-                if claim and _overlap(claim, quote) < 0.5 * _overlap(claim, best_sentence(claim, t)):
+                if claim and ngram_overlap(claim, quote) < 0.5 * ngram_overlap(claim, best_sentence(claim, t)):
                     return i, best_sentence(claim, t), "repaired"
                 return i, quote, "exact"
         for i, t in enumerate(texts):
             if find_quote(quote, t) is not None:
                 return i, best_sentence(quote, t), "repaired"
     target = claim or quote
-    best = max(range(len(texts)), key=lambda i: _overlap(target, best_sentence(target, texts[i])))
+    best = max(range(len(texts)), key=lambda i: ngram_overlap(target, best_sentence(target, texts[i])))
     return best, best_sentence(target, texts[best]), "unmatched" if quote else "missing"
-
-
-def _overlap(a: str, b: str) -> float:
-    ga = {normalise_for_match(a)[i:i + 2] for i in range(len(normalise_for_match(a)) - 1)}
-    gb = {normalise_for_match(b)[i:i + 2] for i in range(len(normalise_for_match(b)) - 1)}
-    return len(ga & gb) / (len(gb) ** 0.5 or 1)
 
 
 class ValidatedAnswer(BaseModel):
@@ -253,33 +228,33 @@ def validate_draft(draft: DraftAnswer, blocks: list[ContextBlock]) -> ValidatedA
     return ValidatedAnswer(answer=answer, citations=citations, fallback=draft.fallback, issues=issues)
 
 
-_ANSWER_SENTENCE = re.compile(r"[^。！？!?.\n]+(?:[。！？!?]|\.(?=\s|$)|$)")
-
-
 def insert_markers(answer: str, blocks: list[ContextBlock]) -> tuple[str, int]:
     """The model wrote no markers: attach each sentence to the block it overlaps most (character
     bigrams), if it overlaps any. The verifier still decides whether the block supports it."""
     out: list[str] = []
     inserted = 0
-    for m in _ANSWER_SENTENCE.finditer(answer):
-        sent = m.group(0)
-        if not sent.strip():
-            continue
-        best = max(blocks, key=lambda b: _overlap(sent, best_sentence(sent, b.text)), default=None)
-        if best is not None and _overlap(sent, best_sentence(sent, best.text)) > 0:
-            body = sent.rstrip()
-            end = body[-1] if body and body[-1] in "。！？!?." else ""
-            out.append(f"{body[:len(body) - len(end)].rstrip()} [{best.citation_id}]{end}")
+    for sent in split_sentences(answer):
+        best = max(blocks, key=lambda b: ngram_overlap(sent, best_sentence(sent, b.text)), default=None)
+        if best is not None and ngram_overlap(sent, best_sentence(sent, best.text)) > 0:
+            end = sent[-1] if sent[-1] in "。！？!?." else ""
+            out.append(f"{sent[:len(sent) - len(end)].rstrip()} [{best.citation_id}]{end}")
             inserted += 1
         else:
-            out.append(sent.strip())
+            out.append(sent)
     joiner = "" if re.search(r"[\u4e00-\u9fff]", answer) else " "
     return joiner.join(out), inserted
 
 
+def answer_sentences(answer: str) -> list[str]:
+    """The sentences of an answer with their citation markers attached ("X [1]." and "X。[1]" stay whole)."""
+    return split_sentences(answer, markers=MARKER_RE)
+
+
 def _sentence_around(answer: str, key: str) -> str:
+    """The text of the sentence that carries marker `key`, from its start up to that marker."""
+    spans = sentence_spans(answer, markers=MARKER_RE)
     for m in MARKER_RE.finditer(answer):
         if m.group(1) and key in re.split(r"\s*[,，]\s*", m.group(1)):
-            start = max(answer.rfind(p, 0, m.start()) for p in "。！？.!?\n")
-            return strip_markers(answer[start + 1:m.end()])
+            start = next((s for s, e in spans if s <= m.start() < e), m.start())
+            return strip_markers(answer[start:m.end()])
     return ""

@@ -10,9 +10,12 @@ evidence, a changed persona, leaked prompt text — and such sentences are remov
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
 from dataclasses import dataclass
 
 from pydantic import BaseModel
+
+from cograg.text import ngram_overlap, sentence_spans
 
 REDACTED = "[instruction-like text removed]"
 
@@ -47,7 +50,6 @@ _PATTERNS: list[tuple[str, str]] = [
 ]
 _COMPILED = [(kind, re.compile(p, re.I | re.M)) for kind, p in _PATTERNS]
 _URL = re.compile(r"https?://\S+|www\.\S+|\b[\w.+-]+@[\w-]+\.[\w.]+\b", re.I)
-_BOUNDARY = re.compile(r"[.!?](?=\s|$)|[。！？\n]")
 # A sentence right after a flagged one that keeps addressing the model continues the attack.
 _FOLLOW_ON = re.compile(
     r"^\s*(please\s+)?(introduce|respond|reply|answer|speak|sign|tell|say|begin|start|end|finish|always|never|"
@@ -72,20 +74,21 @@ class ScanResult:
 
 def scan(text: str) -> list[InjectionFlag]:
     """Instruction-like spans in `text`, widened to their whole sentence, merged, in order."""
+    sentences = sentence_spans(text)
+    ends = [e for _, e in sentences]
     spans: list[tuple[int, int, str]] = []
     for kind, rx in _COMPILED:
         for m in rx.finditer(text):
-            s = 0
-            for b in _BOUNDARY.finditer(text, 0, m.start()):
-                s = b.end()
-            nxt = _BOUNDARY.search(text, m.end())
-            e = nxt.end() if nxt else len(text)
-            while e < len(text):  # absorb follow-on sentences that keep instructing
-                nxt = _BOUNDARY.search(text, e + 1)
-                follow = text[e:nxt.end() if nxt else len(text)]
-                if not follow.strip() or "\n\n" in follow or not _FOLLOW_ON.search(follow):
+            # the whole sentences the match touches
+            first = min(bisect_left(ends, m.start() + 1), len(sentences) - 1)
+            last = min(bisect_left(ends, m.end()), len(sentences) - 1)
+            s, e = min(sentences[first][0], m.start()), max(ends[last], m.end())
+            while last + 1 < len(sentences):  # absorb follow-on sentences that keep instructing
+                follow = text[e:ends[last + 1]]
+                if "\n\n" in follow or not _FOLLOW_ON.search(follow):
                     break
-                e = nxt.end() if nxt else len(text)
+                last += 1
+                e = ends[last]
             for enc in _ENCLOSURES:  # a flagged comment or chat-markup block goes as a whole
                 for em in enc.finditer(text):
                     if em.start() <= m.start() < em.end():
@@ -115,17 +118,11 @@ def redact(text: str) -> ScanResult:
     return ScanResult(re.sub(r"[ \t]{2,}", " ", "".join(out)).strip(), flags)
 
 
-def _grams(s: str, n: int = 4) -> set[str]:
-    s = re.sub(r"\s+", " ", s.casefold())
-    return {s[i:i + n] for i in range(max(0, len(s) - n + 1))}
-
-
 def obeyed_injection(sentence: str, flagged: list[str], allowed_text: str) -> str | None:
     """Why `sentence` looks like an obeyed injection, or None. `flagged`: the instruction-like spans
     seen this turn; `allowed_text`: the question plus the clean (redacted) evidence."""
     for span in flagged:
-        g = _grams(span)
-        if g and len(_grams(sentence) & g) / max(1, min(len(g), len(_grams(sentence)))) > 0.5:
+        if ngram_overlap(sentence, span, n=4, measure="coefficient") > 0.5:
             return "repeats an instruction-like passage"
     for url in _URL.findall(sentence):
         if url.rstrip(".,;)") not in allowed_text:

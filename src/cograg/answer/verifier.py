@@ -9,17 +9,15 @@ if too little survives, the caller turns the answer into a conservative reply.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, Field
 
-from cograg.answer.contract import MARKER_RE, Citation, best_sentence, markers_in, normalise_for_match
-from cograg.models.judge import ClaimJudge, JudgeVerdict
+from cograg.answer.contract import Citation, answer_sentences, best_sentence, markers_in, strip_markers
+from cograg.models.judge import ClaimJudge, JudgeVerdict, Verdict
+from cograg.text import normalise_for_match, split_sentences
 
-Verdict = Literal["SUPPORTED", "CONTRADICTED", "UNRELATED"]
-
-_SPLIT = re.compile(r"(?<=[。！？!?])|(?<=[.])(?=\s+[^\s\[])|\n+")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _NEGATION_EN = re.compile(r"\b(not|no|never|none|nor|cannot|can't|isn't|wasn't|aren't|weren't|doesn't|didn't|don't|without)\b", re.I)
 _NEGATION_ZH = re.compile(r"不|没有|没|未|无|非|别|否")
@@ -46,31 +44,12 @@ class VerificationResult(BaseModel):
         return self.supported / self.total if self.total else 0.0
 
 
-def split_sentences(answer: str) -> list[str]:
-    """Sentences with their trailing markers attached ("X [1]." and "X。[1]" both stay whole)."""
-    parts = [p for p in _SPLIT.split(answer) if p and p.strip()]
-    out: list[str] = []
-    for p in parts:
-        stripped = p.strip()
-        lead = re.match(r"^((?:\[[^\]]*\]\s*)+)([.。]?)", stripped)
-        if out and lead and MARKER_RE.fullmatch(lead.group(1).strip().split("]")[0] + "]"):
-            out[-1] = (out[-1] + lead.group(0)).strip()
-            stripped = stripped[lead.end():].strip()
-        if stripped:
-            out.append(stripped)
-    return out
-
-
 def _numbers(text: str) -> set[str]:
     return {n.replace(",", "") for n in _NUMBER.findall(normalise_for_match(text))}
 
 
 def _negated(text: str) -> bool:
     return bool(_NEGATION_EN.search(text) or _NEGATION_ZH.search(text))
-
-
-def _claim_text(sentence: str) -> str:
-    return re.sub(r"\s+([.。,，!?！？])", r"\1", MARKER_RE.sub("", sentence)).strip()
 
 
 _NON_WORD = re.compile(r"[\W_]+")
@@ -92,9 +71,6 @@ def is_verbatim(claim: str, evidence: str, min_chars: int = VERBATIM_MIN_CHARS) 
     return len(c) >= min_chars and c in _core(evidence)
 
 
-_WINDOW_SPLIT = re.compile(r"(?<=[。！？!?；;])|(?<=[.])(?=\s)|\n+")
-
-
 def evidence_window(claim: str, evidence: str, quotes: list[str] | tuple[str, ...] = (),
                     max_chars: int = 700) -> str:
     """The part of the cited text a judge needs: the sentences holding the quotes and the one
@@ -102,7 +78,7 @@ def evidence_window(claim: str, evidence: str, quotes: list[str] | tuple[str, ..
     with every token it reads, and a whole context block is mostly about other things."""
     if len(evidence) <= max_chars:
         return evidence
-    sentences = [s.strip() for s in _WINDOW_SPLIT.split(evidence) if s and s.strip()]
+    sentences = split_sentences(evidence, semicolons=True)
     if not sentences:
         return evidence[:max_chars]
     anchors: list[int] = []
@@ -163,7 +139,7 @@ class Verifier:
                   quotes_by_id: dict[str, str]) -> ClaimCheck | _Pending:
         """Everything before the judge: citations, numbers, negation, verbatim span, similarity."""
         ids = list(dict.fromkeys(k for k, _, _ in markers_in(sentence)))
-        claim = _claim_text(sentence)
+        claim = strip_markers(sentence)
         known = [i for i in ids if i in evidence_by_id]
         if not known:
             return ClaimCheck(sentence=sentence, citation_ids=ids, verdict="UNRELATED", method="citation",
@@ -224,7 +200,7 @@ class Verifier:
         """`evidence_by_id`: citation id → the full text of the cited block."""
         quotes_by_id = {c.id: c.quote for c in citations if c.quote}
         checks: list[ClaimCheck | _Pending] = [self._precheck(i, s, evidence_by_id, quotes_by_id)
-                                               for i, s in enumerate(split_sentences(answer))]
+                                               for i, s in enumerate(answer_sentences(answer))]
         pending = [c for c in checks if isinstance(c, _Pending)]
         judged = dict(zip((p.index for p in pending), self._judge_all(pending, question), strict=True))
         claims = [judged[i] if isinstance(c, _Pending) else c for i, c in enumerate(checks)]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, Field
 
@@ -12,9 +12,8 @@ from cograg.answer.contract import Citation
 Route = Literal["FAST_PATH", "DOC_GROUNDED", "MULTI_HOP", "CLARIFY", "BLOCK"]
 Mode = Literal["R0_DIRECT_WRITE", "R1_ONE_SHOT_RETRIEVE", "R2_MULTI_RETRIEVE", "R3_DAG_PLAN", "R4_CLARIFY",
                "R5_BLOCK"]
-ROUTES: tuple[str, ...] = ("FAST_PATH", "DOC_GROUNDED", "MULTI_HOP", "CLARIFY", "BLOCK")
-MODES: tuple[str, ...] = ("R0_DIRECT_WRITE", "R1_ONE_SHOT_RETRIEVE", "R2_MULTI_RETRIEVE", "R3_DAG_PLAN", "R4_CLARIFY",
-                         "R5_BLOCK")
+ROUTES: tuple[str, ...] = get_args(Route)
+MODES: tuple[str, ...] = get_args(Mode)
 ROUTE_OF_MODE: dict[str, str] = {"R0_DIRECT_WRITE": "FAST_PATH", "R1_ONE_SHOT_RETRIEVE": "DOC_GROUNDED",
                                  "R2_MULTI_RETRIEVE": "DOC_GROUNDED", "R3_DAG_PLAN": "MULTI_HOP",
                                  "R4_CLARIFY": "CLARIFY", "R5_BLOCK": "BLOCK"}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping, Sequence
+from graphlib import CycleError, TopologicalSorter
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, create_model
@@ -70,28 +71,11 @@ def _coerce_plan(plan_or_raw: Plan | Mapping[str, Any] | str) -> Plan:
 
 
 def _find_cycle(tasks: Sequence[SubTask]) -> list[int] | None:
-    """One dependency cycle as a closed id path ([1, 2, 3, 1]), or None. Iterative DFS."""
-    deps = {t.id: t.dependencies for t in tasks}
-    colour: dict[int, int] = {}  # absent: unvisited, 1: on the current path, 2: finished
-    for root in deps:
-        if root in colour:
-            continue
-        path: list[int] = [root]
-        iters = [iter(deps[root])]
-        colour[root] = 1
-        while iters:
-            nxt = next(iters[-1], None)
-            if nxt is None:
-                colour[path.pop()] = 2
-                iters.pop()
-                continue
-            state = colour.get(nxt)
-            if state == 1:
-                return path[path.index(nxt):] + [nxt]
-            if state is None:
-                colour[nxt] = 1
-                path.append(nxt)
-                iters.append(iter(deps[nxt]))
+    """One dependency cycle as a closed id path ([1, 2, 3, 1]: 1 depends on 2, 2 on 3, 3 on 1), or None."""
+    try:
+        TopologicalSorter({t.id: t.dependencies for t in tasks}).prepare()
+    except CycleError as exc:
+        return list(reversed(exc.args[1]))  # graphlib walks from a task to the tasks that depend on it
     return None
 
 
@@ -106,18 +90,21 @@ def plan_depths(plan: Plan) -> dict[int, int]:
 
 
 def topological_order(plan: Plan) -> list[int]:
-    """Task ids so that every task comes after its dependencies; ties in plan order (Kahn)."""
-    remaining = {t.id: set(t.dependencies) for t in plan.sub_tasks}
+    """Task ids so that every task comes after its dependencies, level by level; ties in plan order."""
+    position = {t.id: i for i, t in enumerate(plan.sub_tasks)}
+    unknown = sorted({d for t in plan.sub_tasks for d in t.dependencies} - position.keys())
+    if unknown:
+        raise PlanError(f"the plan depends on unknown id(s) {unknown}", kind="unknown_dependency")
+    sorter = TopologicalSorter({t.id: t.dependencies for t in plan.sub_tasks})
+    try:
+        sorter.prepare()
+    except CycleError:
+        raise PlanError("the plan has a dependency cycle", kind="cycle") from None
     order: list[int] = []
-    while remaining:
-        ready = [tid for tid, deps in remaining.items() if not deps]
-        if not ready:
-            raise PlanError("the plan has a dependency cycle", kind="cycle")
-        for tid in ready:
-            del remaining[tid]
-            order.append(tid)
-        for deps in remaining.values():
-            deps.difference_update(ready)
+    while sorter.is_active():
+        ready = sorted(sorter.get_ready(), key=position.__getitem__)
+        order.extend(ready)
+        sorter.done(*ready)
     return order
 
 

@@ -28,22 +28,15 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
-from cograg.answer.answerer import is_chinese, needs_clarification
 from cograg.control.models import Mode, Route, RouteDecision, RouteScores, Sufficiency
 from cograg.errors import ConfigError
 from cograg.models import ModelError
+from cograg.questions import needs_clarification
 from cograg.retrieval.models import SearchResult
+from cograg.text import is_chinese
 
 Signal = Literal["complexity", "ambiguity", "retrieval_need", "risk"]
 SIGNALS: tuple[Signal, ...] = ("complexity", "ambiguity", "retrieval_need", "risk")
-ROUTE_OF_MODE: dict[str, str] = {
-    "R0_DIRECT_WRITE": "FAST_PATH",
-    "R1_ONE_SHOT_RETRIEVE": "DOC_GROUNDED",
-    "R2_MULTI_RETRIEVE": "DOC_GROUNDED",
-    "R3_DAG_PLAN": "MULTI_HOP",
-    "R4_CLARIFY": "CLARIFY",
-    "R5_BLOCK": "BLOCK",
-}
 
 # --------------------------------------------------------------------------- the rule table
 
@@ -361,7 +354,7 @@ _META = (
 _QUESTION_EN = re.compile(
     r"\?|^\s*(how|what|when|where|who|whom|whose|which|why|is|are|was|were|do|does|did|can|could|has|have|had|will|"
     r"would|should|may|might)\b", _I)
-_QUESTION_ZH = re.compile(r"[？?]|什么|哪|谁|多少|几|怎么|怎样|如何|为什么|为何|吗|是否|有没有|是不是|请问")
+_QUESTION_ZH = re.compile(r"[？?]|请问|" + _QUESTION_WORD_ZH.pattern)
 # the user asks where something is written: needs a document citation, facts alone will not do
 _SOURCE_REQUEST = re.compile(
     r"\b(sources?|cite|citations?|references?|where\s+does\s+it\s+say|according\s+to\s+which|proof|quote)\b"
@@ -405,8 +398,6 @@ def _content_terms_en(text: str) -> list[str]:
 def content_terms(text: str) -> set[str]:
     """The words of `text` that name things (jieba words for Chinese, stemmed English terms),
     without question words and generic filler; what a sub-question must share with its request."""
-    from cograg.answer.answerer import is_chinese
-
     terms = set(_content_terms_zh(text)) if is_chinese(text) else set()
     return terms | set(_content_terms_en(text))
 
@@ -806,7 +797,6 @@ class Router:
 __all__ = [
     "LLMRouteAssessment",
     "LLMRouteScorer",
-    "ROUTE_OF_MODE",
     "Router",
     "RoutingRules",
     "RuleAnalysis",

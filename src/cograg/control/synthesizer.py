@@ -11,12 +11,12 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from cograg.answer.answerer import is_chinese
-from cograg.answer.contract import Citation, markers_in, strip_markers
-from cograg.answer.verifier import ClaimCheck, Verifier, split_sentences
+from cograg.answer.contract import Citation, answer_sentences, markers_in, strip_markers
+from cograg.answer.verifier import ClaimCheck, Verifier
 from cograg.control.models import TaskResult
 from cograg.models import ModelError
 from cograg.prompts import load_prompt
+from cograg.text import is_chinese
 
 # "[cite: task, 2]", "[cite: task 2]", "[cite: task, 1, 2]", "[task 2]", "[cite: task_2_result]"
 TASK_CITE_RE = re.compile(r"\[\s*(?:cite\s*:\s*)?task[\s,_:#]*((?:\d+(?:_result)?\s*[,，\s]\s*)*\d+(?:_result)?)\s*\]", re.I)
@@ -72,7 +72,7 @@ def resolve_task_citations(text: str, results: dict[int, TaskResult],
     unknown: list[int] = []
     uncited = 0
     out: list[str] = []
-    for sentence in split_sentences(text):
+    for sentence in answer_sentences(text):
         ids: list[int] = []
         for m in TASK_CITE_RE.finditer(sentence):
             for part in re.findall(r"\d+", m.group(1)):
@@ -128,7 +128,7 @@ class Synthesizer:
         for r in results:
             if r.status != "done" or not r.statement:
                 continue
-            for sentence in split_sentences(numbering.renumber_statement(r)):
+            for sentence in answer_sentences(numbering.renumber_statement(r)):
                 # a fragment without a full stop would run into the next task's statement
                 sentence = sentence if re.search(r"[.。!?！？]\s*(\[\d+\]\s*)*$", strip_markers(sentence) + " ") \
                     else sentence + ("。" if is_chinese(question) else ".")

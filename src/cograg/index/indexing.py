@@ -11,9 +11,9 @@ from typing import Protocol
 
 import numpy as np
 
+from cograg.documents import Chunk
 from cograg.errors import StoreError
 from cograg.index.analyzer import fts_document
-from cograg.ingest.models import Chunk
 
 
 class PassageEmbedder(Protocol):

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager
 from typing import Protocol
 
-from cograg.ingest.models import Chunk, Document
+from cograg.documents import Chunk, Document
 
 
 class DocumentWriter(Protocol):

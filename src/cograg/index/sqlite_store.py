@@ -14,11 +14,11 @@ from pathlib import Path
 
 import numpy as np
 
+from cograg.documents import Chunk, Document
 from cograg.errors import StoreError
 from cograg.index.analyzer import ANALYZER_VERSION, fts_document, fts_query
 from cograg.index.indexing import ChunkIndexer
 from cograg.index.vectors import VectorIndex
-from cograg.ingest.models import Chunk, Document
 
 DB_NAME = "cograg.db"
 

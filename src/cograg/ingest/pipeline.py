@@ -16,11 +16,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from cograg.config import ChunkingConfig, Settings
+from cograg.documents import Chunk, Document
 from cograg.errors import IngestError, LoaderError
 from cograg.index.sqlite_store import SQLiteStore
 from cograg.ingest import loaders
 from cograg.ingest.chunking import chunk_block
-from cograg.ingest.models import Block, Chunk, Document, IngestSummary, LoadedDocument, SkippedFile
+from cograg.ingest.models import Block, IngestSummary, LoadedDocument, SkippedFile
 from cograg.ingest.normalize import normalize
 from cograg.ingest.tokens import count_tokens
 

@@ -16,15 +16,15 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field, field_validator
 
-from cograg.answer.answerer import (AnswerConfig, Answerer, AnswerResponse, is_chinese, record_outcome,
-                                    recording_verifier)
+from cograg.answer.answerer import AnswerConfig, Answerer, AnswerResponse, record_outcome, recording_verifier
 from cograg.answer.contract import Citation, strip_markers
-from cograg.answer.trace import RecordingLLM, Trace, TraceEvent
 from cograg.control.models import (FALLBACK_ORDER, ROUTE_OF_MODE, CancelToken, ControlBudget, RouteDecision,
                                    SubTask, TaskResult, mode_name)
 from cograg.orchestrator.events import BusEvent, EventBus
 from cograg.orchestrator.state_machine import State, TurnStateMachine
 from cograg.retrieval.models import SearchHit, SearchResult
+from cograg.text import is_chinese
+from cograg.trace import RecordingLLM, Trace, TraceEvent
 
 T = TypeVar("T")
 

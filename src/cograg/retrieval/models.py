@@ -57,15 +57,21 @@ class RetrieverHit(BaseModel):
     score: float
 
 
-class SearchHit(BaseModel):
-    chunk_id: str
-    doc_id: str
-    seq: int
-    text: str
+class SourceLocation(BaseModel):
+    """Where a passage stands in the collection, as shown next to it: the document's title and
+    source path, the section headings above it and its page."""
+
     title: str
     source: str
     heading_path: list[str] = Field(default_factory=list)
     page: int | None = None
+
+
+class SearchHit(SourceLocation):
+    chunk_id: str
+    doc_id: str
+    seq: int
+    text: str
     start: int
     end: int
     token_count: int

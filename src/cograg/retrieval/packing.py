@@ -11,20 +11,16 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from cograg.ingest.tokens import count_tokens
-from cograg.retrieval.models import SearchHit
+from cograg.retrieval.models import SearchHit, SourceLocation
 
 PackOrder = Literal["relevance_first", "edges_first"]
 
 
-class ContextBlock(BaseModel):
+class ContextBlock(SourceLocation):
     citation_id: int
     doc_id: str
     chunk_ids: list[str]
     chunk_texts: list[str] = Field(default_factory=list, description="text of each chunk, same order")
-    title: str
-    source: str
-    heading_path: list[str] = Field(default_factory=list)
-    page: int | None = None
     text: str
     token_count: int
     best_rank: int = Field(description="1 = most relevant hit in this block")

@@ -1,0 +1,128 @@
+"""Text utilities shared by every stage, for Chinese and English alike: language detection,
+normalisation for matching, the one sentence splitter, and character n-gram overlap."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from functools import lru_cache
+from typing import Literal
+
+CJK_RANGE = "\u4e00-\u9fff"
+_CJK = re.compile(f"[{CJK_RANGE}]")
+_LATIN = re.compile(r"[A-Za-z]")
+
+
+def is_chinese(text: str) -> bool:
+    """Whether `text` is Chinese: it has Han characters, at least a quarter as many as Latin letters
+    (so a Chinese question naming an English product is still Chinese)."""
+    cjk = len(_CJK.findall(text))
+    return cjk > 0 and cjk >= len(_LATIN.findall(text)) / 4
+
+
+def normalise_for_match(text: str) -> str:
+    """NFKC, case-folded, markdown emphasis removed, whitespace collapsed: two texts that say the same
+    thing in different widths, cases or formatting compare equal."""
+    text = unicodedata.normalize("NFKC", text).casefold()
+    text = re.sub(r"[*_`#>]+", "", text)  # markdown emphasis never counts against a quote
+    return re.sub(r"\s+", " ", text).strip()
+
+
+# --------------------------------------------------------------------------- sentences
+
+_CLOSERS = "”’」』）)\"'"
+# Chinese full stops end a sentence wherever they stand; ASCII ones only before whitespace, the end
+# or a Chinese character, so "3.5", "e.g.x" and URLs with "?" stay whole. A closing quote or bracket
+# right after the stop belongs to the sentence it closes. A line break always ends a sentence.
+_ENDS = f"[。！？]+[{_CLOSERS}]*|[.!?]+[{_CLOSERS}]*(?=\\s|$|[{CJK_RANGE}])|\\n"
+_SENTENCE_END = re.compile(_ENDS)
+_SENTENCE_END_SEMICOLON = re.compile(f"{_ENDS}|[；;]")
+_STOPS = ".。!?！？"
+
+
+def _strip_span(text: str, start: int, end: int) -> tuple[int, int]:
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end
+
+
+def sentence_spans(text: str, *, semicolons: bool = False,
+                   markers: re.Pattern[str] | None = None) -> list[tuple[int, int]]:
+    """(start, end) offsets of the sentences of `text`, without surrounding whitespace; a sentence
+    ends after its stop (and any closing quote) or at a line break.
+
+    `semicolons`: "；" and ";" end a sentence too (for quoting evidence at clause level).
+    `markers`: text this pattern matches at the start of a sentence, with an optional stop after it,
+    belongs to the sentence before ("X。[1] Y" → "X。[1]", "Y"): citation markers stay attached."""
+    rx = _SENTENCE_END_SEMICOLON if semicolons else _SENTENCE_END
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for m in rx.finditer(text):
+        spans.append(_strip_span(text, start, m.end()))
+        start = m.end()
+    spans.append(_strip_span(text, start, len(text)))
+    spans = [(s, e) for s, e in spans if e > s]
+    if markers is None:
+        return spans
+    out: list[tuple[int, int]] = []
+    for s, e in spans:
+        pos = s
+        while out and (m := markers.match(text, pos, e)) and m.end() > pos:
+            pos = m.end()
+            while pos < e and text[pos].isspace():
+                pos += 1
+        if pos > s:
+            if pos < e and text[pos] in _STOPS:
+                pos += 1
+            out[-1] = (out[-1][0], _strip_span(text, s, pos)[1])
+            s, e = _strip_span(text, pos, e)
+            if e <= s:
+                continue
+        out.append((s, e))
+    return out
+
+
+def split_sentences(text: str, *, semicolons: bool = False, markers: re.Pattern[str] | None = None) -> list[str]:
+    """The sentences of `text`, stripped, in order (see `sentence_spans` for the options)."""
+    return [text[s:e] for s, e in sentence_spans(text, semicolons=semicolons, markers=markers)]
+
+
+# --------------------------------------------------------------------------- character n-grams
+
+
+@lru_cache(maxsize=2048)
+def char_ngrams(text: str, n: int = 2) -> frozenset[str]:
+    """The n-character substrings of `normalise_for_match(text)`. Character pairs match Chinese
+    words and English word pieces alike, with no segmenter."""
+    s = normalise_for_match(text)
+    return frozenset(s[i:i + n] for i in range(len(s) - n + 1))
+
+
+OverlapMeasure = Literal["of_b", "coefficient"]
+
+
+def ngram_overlap(a: str, b: str, *, n: int = 2, measure: OverlapMeasure = "of_b") -> float:
+    """How many character n-grams `a` and `b` share.
+
+    "of_b": shared / sqrt(|grams of b|) — ranks candidate texts `b` for a fixed `a`: more shared
+    grams score higher, and a long `b` does not win merely by being long (not bounded by 1).
+    "coefficient": shared / the smaller gram set (overlap coefficient, in [0, 1]) — 1 when one
+    text is contained in the other."""
+    ga, gb = char_ngrams(a, n), char_ngrams(b, n)
+    shared = len(ga & gb)
+    if measure == "coefficient":
+        return shared / max(1, min(len(ga), len(gb)))
+    return shared / (len(gb) ** 0.5 or 1)
+
+
+__all__ = [
+    "CJK_RANGE",
+    "char_ngrams",
+    "is_chinese",
+    "ngram_overlap",
+    "normalise_for_match",
+    "sentence_spans",
+    "split_sentences",
+]
