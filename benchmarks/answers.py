@@ -158,7 +158,7 @@ def main() -> None:
         if judge_engine is None:
             judge_engine = engines["cmrc2018"] if profile == "default" else Engine.open(
                 settings=Settings(store=args.work / "cmrc2018", llm="default", model_cache=args.work / "models"))
-        judge = LLMJudge(judge_engine.llm)
+        judge = LLMJudge(judge_engine.components.llm.get())
         with open(out_file, "a", encoding="utf-8") as fh:
             for i, q in enumerate(qs, start=1):
                 if q["question"] in done:

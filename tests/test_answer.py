@@ -16,8 +16,6 @@ from cograg.answer.injection import redact, scan
 from cograg.answer.verifier import Verifier
 from cograg.config import Settings
 from cograg.engine import Engine
-from cograg.index.indexing import ChunkIndexer
-from cograg.index.sqlite_store import SQLiteStore
 from cograg.models.judge import JudgeVerdict, LexicalJudge, LLMJudge, LLMRelevanceReranker
 from cograg.models.llm import LLMOutputError, LLMTimeout, ScriptedLLM
 from cograg.retrieval.packing import ContextBlock
@@ -29,14 +27,15 @@ DOCS = {
     "tea.md": "# 茶叶研究所\n\n研究所育成了耐寒品种银雾。银雾于1978年育成，至今仍是本地种植面积最大的品种。\n",
     "tram.md": "# Trams\n\nA single tram ticket costs EUR 2.10. Trams do not run on Christmas Day.\n",
 }
-OPEN = AnswerConfig(min_evidence_cosine=-1.0, min_evidence_cosine_zh=-1.0, min_claim_similarity=-1.0)
+OPEN = AnswerConfig(min_evidence_cosine=-1.0, min_evidence_cosine_zh=-1.0)
 
 
 def make_engine(tmp_path: Path, docs: dict[str, str] = DOCS) -> Engine:
+    """An engine over `docs` with a hashing embedder and the lexical judge; the embedding
+    pre-filter of the verifier is off (hashing vectors are no semantic similarity)."""
     store = tmp_path / "store"
-    eng = Engine(SQLiteStore(store, indexer=ChunkIndexer()), Settings(store=store, judge="lexical"))
-    eng.__dict__["embedder"] = HashingEmbedder()
-    eng.store.indexer.embedder = eng.__dict__["embedder"]
+    settings = Settings(store=store, verification={"judge": "lexical", "min_claim_similarity": -1.0})
+    eng = Engine.open(settings=settings, embedder=HashingEmbedder())
     corpus = tmp_path / "corpus"
     corpus.mkdir(exist_ok=True)
     for name, text in docs.items():
@@ -45,11 +44,16 @@ def make_engine(tmp_path: Path, docs: dict[str, str] = DOCS) -> Engine:
     return eng
 
 
+def with_models(eng: Engine, *, settings: Settings | None = None, **parts) -> Engine:
+    """An engine over `eng`'s store and embedder with other parts (a scripted LLM, a judge),
+    injected through the factory as any caller would."""
+    return Engine.open(settings=settings or eng.settings, store=eng.store,
+                       embedder=eng.components.embedder.get(), **parts)
+
+
 def ask(eng: Engine, llm: ScriptedLLM, question: str, config: AnswerConfig = OPEN, judge=None):
-    eng.__dict__["llm"] = llm
-    eng.__dict__["judge"] = judge or LexicalJudge()
     # the verified-answer stage (C) on its own; whole turns through the router are in test_control_flow.py
-    return eng.answerer(config).answer(question)
+    return with_models(eng, llm=llm, judge=judge or LexicalJudge()).answerer(config).answer(question)
 
 
 def block_number(llm_messages, needle: str) -> int:
@@ -354,7 +358,7 @@ def test_number_questions_need_a_number_in_the_answer(eng: Engine):
 
 
 def test_refusal_threshold_depends_on_the_question_language(eng: Engine):
-    cfg = AnswerConfig(min_evidence_cosine=-1.0, min_evidence_cosine_zh=0.999, min_claim_similarity=-1.0)
+    cfg = AnswerConfig(min_evidence_cosine=-1.0, min_evidence_cosine_zh=0.999)
     llm = ScriptedLLM([answering("The Linden Bridge has seven arches [{n}].", "seven arches")])
     assert not ask(eng, llm, "How many arches does the Linden Bridge have?", config=cfg).fallback
     zh = ask(eng, ScriptedLLM([]), "银雾是哪一年育成的？", config=cfg)

@@ -20,7 +20,7 @@ from cograg.models.judge import JudgeVerdict, LexicalJudge
 from cograg.models.llm import LLMOutputError, ScriptedLLM
 from cograg.orchestrator.events import EventBus
 from cograg.orchestrator.orchestrator import TurnOptions
-from tests.test_answer import make_engine
+from tests.test_answer import make_engine, with_models
 
 DOCS = {
     "linden.md": "# Linden Bridge\n\nThe Linden Bridge opened in 1811. It was designed by Tobias Marrick.\n",
@@ -28,7 +28,7 @@ DOCS = {
     "tea.md": "# 茶叶研究所\n\n研究所育成了耐寒品种银雾。银雾于1978年育成。\n",
     "old_guide.md": "# Guide\n\nAccording to the old guide, the Linden Bridge opened in 1820.\n",
 }
-OPEN = AnswerConfig(min_evidence_cosine=-1.0, min_evidence_cosine_zh=-1.0, min_claim_similarity=-1.0)
+OPEN = AnswerConfig(min_evidence_cosine=-1.0, min_evidence_cosine_zh=-1.0)
 FACT_FOR = {"linden": "The Linden Bridge opened in 1811.", "rhine": "The Rhine Bridge opened in 1870.",
             "older": "The Linden Bridge opened in 1811, before the Rhine Bridge."}
 
@@ -118,17 +118,16 @@ def assert_verified(resp) -> None:
 
 @pytest.fixture()
 def eng(tmp_path: Path):
-    e = make_engine(tmp_path, DOCS)
-    e.__dict__["judge"] = LexicalJudge()
+    e = make_engine(tmp_path, DOCS)  # the lexical judge
     yield e
     e.close()
 
 
 def ask(eng: Engine, brain: Brain, question: str, mode: str | None = None, budget: ControlBudget | None = None,
-        bus: EventBus | None = None, cancel: CancelToken | None = None, llm_router: bool = False):
-    eng.__dict__["llm"] = ScriptedLLM([brain] * 400)
+        bus: EventBus | None = None, cancel: CancelToken | None = None, llm_router: bool = False, judge=None):
     opts = TurnOptions(answer=OPEN, budget=budget or ControlBudget(), use_llm_router=llm_router, force_mode=mode)
-    return eng.ask(question, options=opts, bus=bus, cancel=cancel)
+    parts = {"llm": ScriptedLLM([brain] * 400)} | ({"judge": judge} if judge is not None else {})
+    return with_models(eng, **parts).ask(question, options=opts, bus=bus, cancel=cancel)
 
 
 TWO_BRIDGES = {"sub_tasks": [
@@ -269,7 +268,6 @@ class YearJudge(LexicalJudge):
 
 
 def test_conflicting_sources_are_both_cited_and_the_user_is_asked(eng: Engine):
-    eng.__dict__["judge"] = YearJudge()
     plan = {"sub_tasks": [
         {"id": 1, "description": "When did the Linden Bridge open according to its history?", "dependencies": []},
         {"id": 2, "description": "When did the Linden Bridge open according to the old guide?", "dependencies": []},
@@ -282,7 +280,7 @@ def test_conflicting_sources_are_both_cited_and_the_user_is_asked(eng: Engine):
         n = block_with(text, needle)
         return {"answer": f"{stated} [{n}].", "citations": [{"id": n, "quote": ""}], "fallback": False}
     resp = ask(eng, Brain(plan=plan, answer=answer), "When did the Linden Bridge open, and do sources agree?",
-               mode="R3")
+               mode="R3", judge=YearJudge())
     assert "1811" in resp.answer and "1820" in resp.answer and "disagree" in resp.clarification
     assert all(c.kept and c.verdict == "SUPPORTED" for c in resp.claims) and len(resp.claims) == 2
     assert_verified(resp)
@@ -294,8 +292,8 @@ def test_conflicting_sources_are_both_cited_and_the_user_is_asked(eng: Engine):
 
 
 def test_r1_model_failure_falls_back_to_clarification_not_an_error(eng: Engine):
-    eng.__dict__["llm"] = ScriptedLLM([LLMOutputError("garbage")] * 20)
-    resp = eng.ask("When did the Linden Bridge open?",
+    failing = with_models(eng, llm=ScriptedLLM([LLMOutputError("garbage")] * 20))
+    resp = failing.ask("When did the Linden Bridge open?",
                    options=TurnOptions(answer=OPEN, use_llm_router=False, force_mode="R1_ONE_SHOT_RETRIEVE"))
     assert resp.fallback
     t = eng.trace(resp.trace_id)
@@ -340,12 +338,12 @@ def test_router_llm_setting_blends_the_model_scores_into_the_decision(eng: Engin
     """COGRAG_ROUTER_LLM: the model's scores may escalate a turn (here to a plan); the rules stay
     a floor, and without the setting no routing call is made at all."""
     brain = Brain(plan=TWO_BRIDGES)
-    eng.__dict__["llm"] = ScriptedLLM([brain] * 400)
+    llm = ScriptedLLM([brain] * 400)
     question = "When did the Linden Bridge open?"
-    plain = eng.ask(question, config=OPEN)
+    plain = with_models(eng, llm=llm).ask(question, config=OPEN)
     assert "route" not in brain.kinds and plain.mode in ("R1_ONE_SHOT_RETRIEVE", "R2_MULTI_RETRIEVE")
-    eng.settings = eng.settings.model_copy(update={"router_llm": True})
-    escalated = eng.ask(question, config=OPEN)
+    blended = eng.settings.with_overrides(["routing.router_llm=true"])
+    escalated = with_models(eng, settings=blended, llm=llm).ask(question, config=OPEN)
     assert brain.kinds.count("route") == 1 and escalated.mode == "R3_DAG_PLAN"
     t = eng.trace(escalated.trace_id)
     assert t["decision"]["llm_scores"]["complexity"] == 1.0 and t["prompt_versions"]["route_scores"] == "route_scores@1"

@@ -15,7 +15,7 @@ from cograg.control.synthesizer import CitationNumbering, Synthesizer, resolve_t
 from cograg.models.judge import LexicalJudge
 from cograg.models.llm import LLMOutputError, ScriptedLLM
 from cograg.orchestrator.events import BusEvent, EventBus
-from cograg.orchestrator.state_machine import State, TurnStateMachine
+from cograg.orchestrator.state_machine import Action, State, TurnStateMachine
 
 
 def run(events: list[tuple[str, dict]]) -> TurnStateMachine:
@@ -66,6 +66,25 @@ def test_state_machine_records_out_of_order_events_as_anomalies_and_keeps_inform
     m = run([("USER_INPUT_RECEIVED", {}), ("PLAN_READY", {}), ("MODEL_ERROR", {"error": "x"})])
     assert m.state is State.ROUTING
     assert m.anomalies == ["PLAN_READY in ROUTING"]
+
+
+def test_state_machine_names_the_next_step_of_the_turn():
+    m = TurnStateMachine()
+    assert m.next_action() is Action.RECEIVE
+    m.handle("USER_INPUT_RECEIVED")
+    assert m.next_action() is Action.ROUTE
+    m.handle("ROUTE_DECIDED", {"mode": "R3_DAG_PLAN"})
+    assert m.next_action() is Action.RUN_MODE and m.start_mode() == "R3_DAG_PLAN"
+    assert m.next_action() is Action.FINISH  # while the mode runs, its own events move the machine
+    m.handle("PLAN_FAILED")
+    assert m.next_action() is Action.FALL_BACK and m.fallback_mode() == "R2_MULTI_RETRIEVE"
+    m.handle("FALLBACK_STARTED", {"mode": "R2_MULTI_RETRIEVE"})
+    assert m.next_action() is Action.RUN_MODE and m.start_mode() == "R2_MULTI_RETRIEVE"
+    # a mode whose target state is terminal (R4 writes its question there) still runs
+    r4 = run([("USER_INPUT_RECEIVED", {}), ("ROUTE_DECIDED", {"mode": "R4_CLARIFY"})])
+    assert r4.finished and r4.next_action() is Action.RUN_MODE
+    r4.start_mode()
+    assert r4.next_action() is Action.FINISH and r4.fallback_mode() is None
 
 
 def test_event_bus_delivers_drops_a_broken_subscriber_and_streams():

@@ -14,7 +14,6 @@ from cograg.config import Settings
 from cograg.engine import Engine
 from cograg.errors import ConfigError, StoreError
 from cograg.index.analyzer import analyze, fts_query
-from cograg.index.indexing import ChunkIndexer
 from cograg.index.sqlite_store import SQLiteStore
 from cograg.retrieval import Principal, SearchRequest, load_policy, pack_context, rrf, weighted_fusion
 from cograg.retrieval.search import QueryError, Retriever
@@ -41,9 +40,7 @@ def write_corpus(root: Path) -> Path:
 
 @pytest.fixture()
 def engine(tmp_path: Path):
-    eng = Engine(SQLiteStore(tmp_path / "store", indexer=ChunkIndexer()), Settings(store=tmp_path / "store"))
-    eng.__dict__["embedder"] = HashingEmbedder()  # the cached_property slot
-    eng.store.indexer.embedder = eng.__dict__["embedder"]
+    eng = Engine.open(tmp_path / "store", settings=Settings(), embedder=HashingEmbedder())
     corpus = write_corpus(tmp_path / "corpus")
     eng.ingest([corpus / n for n in ("tea.md", "tram.md", "bridge.txt")])
     eng.ingest([corpus / "secret.md"], acl=["finance"], tags=["secret"])
@@ -86,14 +83,14 @@ def test_index_rows_follow_chunks(engine: Engine):
 
 def test_changed_chunks_reuse_embedding_cache(tmp_path: Path, engine: Engine):
     src = Path(named(engine, "tram").source_path)
-    before = engine.embedder.texts_embedded
+    before = engine.components.embedder.get().texts_embedded
     engine.ingest([src])  # unchanged: nothing embedded
-    assert engine.embedder.texts_embedded == before
+    assert engine.components.embedder.get().texts_embedded == before
     src.write_text(src.read_text(encoding="utf-8") + "\n## Night trams\n\nNight trams run on Fridays.\n",
                    encoding="utf-8")
     engine.ingest([src])
     # only the new section is new text; the existing chunk's vector comes from the cache
-    assert 0 < engine.embedder.texts_embedded - before <= named(engine, "tram").chunk_count - 1 + 1
+    assert 0 < engine.components.embedder.get().texts_embedded - before <= named(engine, "tram").chunk_count - 1 + 1
     hits = engine.search("night trams friday", mode="hybrid").hits
     assert "Night trams" in hits[0].text
 
@@ -136,15 +133,15 @@ def test_policy_deny_tags_allow_sources_age_and_snippets(tmp_path: Path, engine:
     ann = Principal(groups=["finance"])
     pol = tmp_path / "p.yaml"
     pol.write_text("version: v7\ndeny_tags: [secret]\n", encoding="utf-8")
-    engine.retriever.policy = load_policy(pol)
+    engine.components.retriever.get().policy = load_policy(pol)
     res = engine.search("secret budget", mode="bm25", principal=ann)
     assert all("secret" not in h.source for h in res.hits) and res.filtered_by_policy >= 1
     assert res.policy_version == "v7"
 
     pol.write_text("allow_sources: ['*.md']\n", encoding="utf-8")
-    engine.retriever.policy = load_policy(pol)
+    engine.components.retriever.get().policy = load_policy(pol)
     assert all(h.source.endswith(".md") for h in engine.search("bridge arches tram", mode="bm25").hits)
-    assert engine.retriever.policy.policy_version().startswith("sha256:")
+    assert engine.components.retriever.get().policy.policy_version().startswith("sha256:")
 
     old = (datetime.now(UTC) - timedelta(days=400)).timestamp()
     bridge = named(engine, "bridge")
@@ -152,11 +149,11 @@ def test_policy_deny_tags_allow_sources_age_and_snippets(tmp_path: Path, engine:
     os.utime(bridge.source_path, (old, old))  # updated_at is the file's modification time
     engine.ingest([bridge.source_path])
     pol.write_text("max_age_days: 365\nmax_age_action: annotate\nsnippet_visible: false\n", encoding="utf-8")
-    engine.retriever.policy = load_policy(pol)
+    engine.components.retriever.get().policy = load_policy(pol)
     hit = engine.search("Tobias Marrick", mode="bm25").hits[0]
     assert hit.annotations == ["old document"] and hit.snippet_visible is False
     pol.write_text("max_age_days: 365\nmax_age_action: downweight\ndownweight_factor: 0.1\n", encoding="utf-8")
-    engine.retriever.policy = load_policy(pol)
+    engine.components.retriever.get().policy = load_policy(pol)
     hits = engine.search("Tobias Marrick bridge tram", mode="bm25").hits
     bridge_hit = next(h for h in hits if h.title == "bridge")
     assert bridge_hit.score == pytest.approx(bridge_hit.fused_score * 0.1)
@@ -220,7 +217,7 @@ class KeywordReranker:
 
 
 def test_reranker_reorders_and_sets_evidence(engine: Engine):
-    engine.retriever.reranker = KeywordReranker("seven arches")
+    engine.components.retriever.get().reranker = KeywordReranker("seven arches")
     res = engine.search("tram bridge fares arches", mode="bm25", k=3)
     assert "seven arches" in res.hits[0].text
     assert res.evidence_score == pytest.approx(0.9) and res.evidence_source == "reranker:test:keyword"

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from cograg.config import AnswerConfig
 from cograg.control.models import ROUTES, RouteScores
 from cograg.control.router import (
     LLMRouteAssessment,
@@ -286,9 +287,21 @@ def test_preflight_chinese_floor_is_higher() -> None:
     rules = load_rules()
     q = "林登港大桥有几个桥拱？"
     text = ["林登港大桥共有七个桥拱，由工程师设计。"]
-    assert rules.sufficiency["zh"].min_top_score > rules.sufficiency["en"].min_top_score
+    floors = AnswerConfig()
+    assert floors.min_evidence_cosine_zh > floors.min_evidence_cosine
     assert not preflight(result(q, text, 0.85), q, rules).sufficient  # passes 0.83 (en) but not 0.87 (zh)
     assert preflight(result(q, text, 0.88), q, rules).sufficient
+
+
+def test_preflight_floor_is_the_answerers_refusal_floor() -> None:
+    """One source for the evidence floors: the preflight follows the answer settings."""
+    q = "How many arches does the Linden Bridge have?"
+    hit = ["The Linden Bridge has seven stone arches."]
+    assert preflight(result(q, hit, 0.86), q, load_rules()).sufficient
+    strict = AnswerConfig(min_evidence_cosine=0.9)
+    assert not preflight(result(q, hit, 0.86), q, load_rules(), strict).sufficient
+    router = Router(load_rules(), search=lambda s: result(s, hit, 0.86), floors=strict)
+    assert router.route(q).mode == "R2_MULTI_RETRIEVE"
 
 
 def test_router_preflight_picks_r1_or_r2() -> None:
@@ -318,7 +331,7 @@ def test_packaged_rules_are_versioned() -> None:
     rules = load_rules()
     assert rules.version.startswith("routing_rules@")
     assert set(rules.sufficiency) == {"en", "zh"}
-    assert rules.sufficiency["en"].min_top_score == 0.83 and rules.sufficiency["zh"].min_top_score == 0.87
+    assert rules.sufficiency["en"].min_coverage == 0.5 and rules.sufficiency["zh"].min_hits == 1
     # callers get a copy: changing it does not change the next load
     rules.thresholds.block_risk = 0.1
     assert load_rules().thresholds.block_risk == 0.7

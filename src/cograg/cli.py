@@ -25,6 +25,7 @@ from cograg.config import Settings
 from cograg.engine import Engine
 from cograg.errors import CogragError
 from cograg.ingest.pipeline import ProgressEvent
+from cograg.messages import message
 
 app = typer.Typer(help="cograg — verified, cited answers over your documents.",
                   pretty_exceptions_enable=False, no_args_is_help=True, add_completion=False)
@@ -41,7 +42,10 @@ StoreOpt = Annotated[Path | None, typer.Option("--store", envvar="COGRAG_STORE",
                                                help="store directory [default: ~/.cograg]")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON object")]
 EmbedderOpt = Annotated[str | None, typer.Option(
-    "--embedder", envvar="COGRAG_EMBEDDER", help="e5-small (default) | minilm | st:DIR | openai:URL[#model] | none")]
+    "--embedder", help="e5-small (default) | minilm | st:DIR | openai:URL[#model] | none [env: COGRAG_EMBEDDER]")]
+SetOpt = Annotated[list[str] | None, typer.Option(
+    "--set", metavar="SECTION.KEY=VALUE",
+    help="any setting, e.g. --set answer.context_budget_tokens=800 (repeatable; see cograg.config.Settings)")]
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
@@ -64,21 +68,22 @@ def handle_errors(fn: F) -> F:
             msg = str(first["msg"]).removeprefix("Value error, ")
             raise fail(f"invalid setting {where}: {msg}" if where else f"invalid settings: {msg}") from None
         except KeyboardInterrupt:
-            raise fail("interrupted", 130) from None
+            raise fail(message("error.interrupted"), 130) from None
         except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
             if os.environ.get("COGRAG_DEBUG"):
                 raise
-            raise fail(f"internal error: {type(exc).__name__}: {exc} (COGRAG_DEBUG=1 for details)",
-                       2) from None
+            raise fail(message("error.internal", detail=f"{type(exc).__name__}: {exc}"), 2) from None
 
     return wrapper  # type: ignore[return-value]
 
 
-def _settings(store: Path | None, **overrides: Any) -> Settings:
+def _settings(store: Path | None, assignments: list[str] | None = None, **overrides: Any) -> Settings:
+    """Settings from the environment, then the command's own flags, then its `--set` assignments."""
     data = {k: v for k, v in overrides.items() if v is not None}
     if store is not None:
         data["store"] = store
-    return Settings(**data)
+    settings = Settings(**data)
+    return settings.with_overrides(assignments) if assignments else settings
 
 
 def _split(value: str | None) -> list[str]:
@@ -104,10 +109,11 @@ def ingest(
     chunk_overlap: Annotated[int | None, typer.Option(help="chunk overlap in tokens")] = None,
     max_file_mb: Annotated[float | None, typer.Option(help="skip files larger than this")] = None,
     embedder: EmbedderOpt = None,
+    set_: SetOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Add, update and delete documents so the store matches PATHS (idempotent)."""
-    settings = _settings(store, chunk_strategy=chunk_strategy, chunk_size=chunk_size,
+    settings = _settings(store, set_, chunk_strategy=chunk_strategy, chunk_size=chunk_size,
                          chunk_overlap=chunk_overlap, max_file_mb=max_file_mb, embedder=embedder)
     with Engine.open(settings=settings) as engine:
         show_bar = not as_json and err.is_terminal
@@ -206,16 +212,17 @@ def search(
     user: Annotated[str | None, typer.Option(help="search as this user (ACL entry user:NAME)")] = None,
     fusion: Annotated[str | None, typer.Option(help="rrf | weighted")] = None,
     policy: Annotated[Path | None, typer.Option(help="corpus_policy.yaml")] = None,
-    reranker: Annotated[str | None, typer.Option(envvar="COGRAG_RERANKER", help="none | cross-encoder:DIR")] = None,
+    reranker: Annotated[str | None, typer.Option(help="none | cross-encoder:DIR | llm [env: COGRAG_RERANKER]")] = None,
     explain: Annotated[bool, typer.Option("--explain", help="show each retriever's rank and score")] = False,
     store: StoreOpt = None,
     embedder: EmbedderOpt = None,
+    set_: SetOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Search the store and print the best chunks with their sources."""
     if mode not in ("bm25", "vector", "hybrid"):
         raise fail(f"--mode must be bm25, vector or hybrid (got {mode!r})")
-    settings = _settings(store, embedder=embedder, fusion=fusion, policy=policy, reranker=reranker)
+    settings = _settings(store, set_, embedder=embedder, fusion=fusion, policy=policy, reranker=reranker)
     principal = None
     if groups is not None or user is not None:
         from cograg.retrieval.models import Principal
@@ -260,6 +267,7 @@ def eval_retrieval(
     fusion: Annotated[str | None, typer.Option(help="hybrid fusion: rrf | weighted")] = None,
     store: Annotated[Path | None, typer.Option("--store", help="store for the corpus [default: <COGRAG_STORE>/eval/<folder name>]")] = None,
     embedder: EmbedderOpt = None,
+    set_: SetOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Ingest a BEIR folder (re-used on later runs) and print nDCG@10, Recall@10/100, MRR@10 per mode."""
@@ -267,7 +275,7 @@ def eval_retrieval(
     bad = [m for m in chosen if m not in ("bm25", "vector", "hybrid")]
     if bad or not chosen:
         raise fail(f"--modes must be a comma-separated subset of bm25,vector,hybrid (got {modes!r})")
-    base = _settings(None, embedder=embedder, fusion=fusion)
+    base = _settings(None, set_, embedder=embedder, fusion=fusion)
     eval_store = store or base.store / "eval" / Path(directory).resolve().name
     settings = base.model_copy(update={"store": eval_store})
     with Engine.open(settings=settings) as engine, _ingest_bar() as bar:
@@ -296,9 +304,9 @@ def eval_retrieval(
 @handle_errors
 def ask(
     question: Annotated[str, typer.Argument(help="the question")],
-    model: Annotated[str | None, typer.Option("--model", envvar="COGRAG_LLM",
-                                              help="default | fast | gguf:PATH | openai:URL[#model]")] = None,
-    judge: Annotated[str | None, typer.Option(envvar="COGRAG_JUDGE", help="llm | lexical | nli:DIR")] = None,
+    model: Annotated[str | None, typer.Option(
+        "--model", help="default | fast | gguf:PATH | openai:URL[#model] [env: COGRAG_LLM]")] = None,
+    judge: Annotated[str | None, typer.Option(help="llm | lexical | nli:DIR [env: COGRAG_JUDGE]")] = None,
     groups: Annotated[str | None, typer.Option(help="ask as a principal with these groups")] = None,
     user: Annotated[str | None, typer.Option(help="ask as this user")] = None,
     explain: Annotated[bool, typer.Option("--explain", help="show route, decision path, plan, node timings, "
@@ -306,6 +314,7 @@ def ask(
     mode: Annotated[str | None, typer.Option("--mode", help="force an execution mode: R0…R5 (default: the router decides)")] = None,
     store: StoreOpt = None,
     embedder: EmbedderOpt = None,
+    set_: SetOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Answer QUESTION from the store with numbered citations that were checked against their sources.
@@ -313,7 +322,7 @@ def ask(
     The router sends the question down the cheapest path that can answer it: one retrieval (R1),
     a self-corrective retrieve/grade/rewrite loop (R2), or a plan of sub-questions run as a DAG (R3);
     it asks back when the question is ambiguous and declines requests against policy."""
-    settings = _settings(store, embedder=embedder, llm=model, judge=judge)
+    settings = _settings(store, set_, embedder=embedder, llm=model, judge=judge)
     principal = None
     if groups is not None or user is not None:
         from cograg.retrieval.models import Principal
@@ -458,7 +467,7 @@ def main() -> None:
         err.print(f"[bold red]error:[/] {exc.format_message()} (see `{cmd} --help`)", highlight=False, soft_wrap=True)
         sys.exit(2)
     except click_exc.Abort:
-        err.print("[bold red]error:[/] aborted", highlight=False)
+        err.print(f"[bold red]error:[/] {message('error.aborted')}", highlight=False)
         sys.exit(130)
     sys.exit(code if isinstance(code, int) else 0)
 

@@ -1,12 +1,26 @@
-"""One settings object for the whole engine, read from `COGRAG_*` environment variables."""
+"""One settings tree for the whole engine (PaperQA2-style): `Settings` holds one nested model per
+stage, and every knob can be set three ways:
+
+* environment: `COGRAG_<SECTION>__<KEY>`, e.g. `COGRAG_ANSWER__CONTEXT_BUDGET_TOKENS=800`
+  (the flat names of earlier versions — `COGRAG_LLM`, `COGRAG_EMBEDDER`, `COGRAG_ROUTER_LLM`, … —
+  still work, see `FLAT_ALIASES`);
+* command line: `--set answer.context_budget_tokens=800` (see `Settings.with_overrides`);
+* Python: `Settings(answer={"context_budget_tokens": 800})` or `Settings(answer=AnswerConfig(...))`.
+
+Precedence: Python arguments, then `COGRAG_<SECTION>__<KEY>`, then the flat names, then defaults.
+"""
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from cograg.errors import ConfigError
 
 ChunkStrategy = Literal["fixed", "semantic", "recursive", "code", "records"]
 
@@ -36,32 +50,188 @@ DEFAULT_CHUNKING: dict[str, ChunkingConfig] = {
 }
 
 
-class Settings(BaseSettings):
-    """Engine settings. Every field can be set with an env var, e.g. `COGRAG_STORE=/data/kb`."""
+class _Section(BaseModel):
+    # a misspelt key in a section is an error, not a silently ignored setting
+    model_config = {"extra": "forbid"}
 
-    model_config = SettingsConfigDict(env_prefix="COGRAG_", extra="ignore")
+
+class AnswerConfig(_Section):
+    """The verified-answer stage (SPEC C): context, refusal floors, generation limits."""
+
+    retrieve_hits: int = Field(6, ge=1, le=50, description="hits considered for the context")
+    context_budget_tokens: int = Field(1400, ge=64)
+    pack_order: Literal["relevance_first", "edges_first"] = "relevance_first"
+    # The refusal floors. multilingual-e5 scores Chinese text higher across the board than English,
+    # so the cosine floor is per language; calibrated on cmrc2018/HotpotQA questions with and
+    # without answers. The router's preflight (R1 vs R2) uses the same floors.
+    min_evidence_cosine: float = Field(0.83, description="refuse below this best vector cosine (non-Chinese questions)")
+    min_evidence_cosine_zh: float = Field(0.87, description="refuse below this best vector cosine (Chinese questions)")
+    min_evidence_rerank: float = Field(0.30, description="refuse below this best reranker score")
+    max_question_chars: int = Field(2000, ge=1)
+    max_answer_tokens: int = Field(384, ge=16)
+    max_sentences: int = Field(5, ge=1)
+    llm_timeout_s: float = Field(120.0, gt=0)
+
+    def evidence_floor(self, *, chinese: bool, source: str | None = None) -> float:
+        """The refusal floor for a best evidence score from `source` ("reranker…" or a cosine)."""
+        if (source or "").startswith("reranker"):
+            return self.min_evidence_rerank
+        return self.min_evidence_cosine_zh if chinese else self.min_evidence_cosine
+
+
+class VerificationConfig(_Section):
+    """Claim verification (SPEC C3): which judge, and how much must survive."""
+
+    judge: str = Field("llm", description="claim judge: llm | nli:DIR | lexical")
+    min_claim_similarity: float = Field(
+        0.72, description="pre-filter: a claim/evidence cosine below this is UNRELATED without asking the judge")
+    min_supported_ratio: float = Field(0.5, description="conservative reply below this share of supported sentences")
+    # room for the reason: a reason cut off mid-string makes the whole verdict invalid JSON
+    judge_max_tokens: int = Field(192, ge=16)
+    judge_timeout_s: float = Field(120.0, gt=0)
+
+
+class ControlBudget(_Section):
+    """Hard limits of SPEC D2/D4. The model proposes plans; these decide how much of one runs."""
+
+    max_nodes: int = Field(8, ge=1, le=32)
+    max_depth: int = Field(3, ge=1, le=8)
+    max_parallel: int = Field(4, ge=1, le=16)
+    node_timeout_s: float = Field(240.0, gt=0)
+    node_retries: int = Field(1, ge=0, le=3)
+    max_total_tokens: int = Field(40_000, ge=100)
+    max_wall_s: float = Field(900.0, gt=0)
+    grade_pass_threshold: float = Field(0.6, ge=0.0, le=1.0)
+    max_rewrite_attempts: int = Field(3, ge=0, le=10)
+    grade_top_k: int = Field(5, ge=1, le=20)
+
+
+class RoutingConfig(_Section):
+    """The router (SPEC D1)."""
+
+    rules: Path | None = Field(None, description="routing rule table; default: the packaged routing_rules.yaml")
+    # measured (docs/benchmarks.md, Routing): with the embedded models the LLM scores add 4-6 s per
+    # turn and no routing accuracy over the rules, so the rules alone route by default
+    router_llm: bool = Field(False, description="blend the LLM's routing scores into the rule scores (D1)")
+
+
+class RetrievalConfig(_Section):
+    """Hybrid search (SPEC B)."""
+
+    retrieve_k: int = Field(50, ge=1, le=1000, description="candidates per retriever before fusion")
+    rrf_k: int = Field(60, ge=1)
+    fusion: Literal["rrf", "weighted"] = "rrf"
+    vector_weight: float = Field(0.5, ge=0.0, le=1.0, description="weight of vector scores in weighted fusion")
+    reranker: str = Field("none", description="none | cross-encoder:DIR | llm")
+    rerank_candidates: int = Field(20, ge=1, le=200)
+
+
+class ModelsConfig(_Section):
+    """Which models, and where embedded ones are assembled."""
+
+    llm: str = Field("default", description="default | fast | gguf:PATH | openai:URL[#model]")
+    embedder: str = Field("e5-small", description="e5-small | minilm | st:DIR | openai:URL[#model] | none")
+    model_cache: Path | None = Field(None, description="where GGUF files are assembled; default <store>/models")
+
+
+SECTIONS: dict[str, type[BaseModel]] = {
+    "answer": AnswerConfig, "verification": VerificationConfig, "control": ControlBudget,
+    "routing": RoutingConfig, "retrieval": RetrievalConfig, "models": ModelsConfig,
+}
+
+# The flat names of earlier versions (env `COGRAG_<NAME>` and `Settings(<name>=…)`) → their place
+# in the tree. They keep working; the nested names win when both are given.
+FLAT_ALIASES: dict[str, tuple[str, str]] = {
+    "llm": ("models", "llm"),
+    "embedder": ("models", "embedder"),
+    "model_cache": ("models", "model_cache"),
+    "judge": ("verification", "judge"),
+    "router_llm": ("routing", "router_llm"),
+    "routing_rules": ("routing", "rules"),
+    "reranker": ("retrieval", "reranker"),
+    "retrieve_k": ("retrieval", "retrieve_k"),
+    "rrf_k": ("retrieval", "rrf_k"),
+    "fusion": ("retrieval", "fusion"),
+    "vector_weight": ("retrieval", "vector_weight"),
+    "rerank_candidates": ("retrieval", "rerank_candidates"),
+}
+ENV_PREFIX = "COGRAG_"
+
+
+def _nest_flat(data: dict[str, Any]) -> dict[str, Any]:
+    """Move flat alias keys into their sections; a value already in the section wins."""
+    out = dict(data)
+    for flat, (section, key) in FLAT_ALIASES.items():
+        if flat not in out:
+            continue
+        value = out.pop(flat)
+        current = out.get(section)
+        if isinstance(current, BaseModel):
+            if key not in current.model_fields_set:
+                out[section] = current.model_copy(update={key: value})
+            continue
+        current = dict(current or {})
+        current.setdefault(key, value)
+        out[section] = current
+    return out
+
+
+class _NestedInit(PydanticBaseSettingsSource):
+    """The Python arguments, with flat alias keywords (`Settings(llm="fast")`) nested."""
+
+    def __init__(self, settings_cls: type[BaseSettings], init: PydanticBaseSettingsSource) -> None:
+        super().__init__(settings_cls)
+        self._init = init
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:  # pragma: no cover
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return _nest_flat(self._init())
+
+
+class _FlatEnv(PydanticBaseSettingsSource):
+    """The flat environment names of earlier versions (`COGRAG_LLM`, `COGRAG_ROUTER_LLM`, …)."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:  # pragma: no cover
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        env = {k.upper(): v for k, v in os.environ.items() if k.upper().startswith(ENV_PREFIX)}
+        found = {flat: env[ENV_PREFIX + flat.upper()] for flat in FLAT_ALIASES if ENV_PREFIX + flat.upper() in env}
+        return _nest_flat(found)
+
+
+class Settings(BaseSettings):
+    """Engine settings: the store and ingest knobs at the top, one section per stage below."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="ignore")
 
     store: Path = Field(default_factory=lambda: Path.home() / ".cograg")
+    policy: Path | None = Field(None, description="corpus_policy.yaml; default <store>/corpus_policy.yaml if present")
+    # ingest (SPEC A)
     max_file_mb: float = Field(200.0, gt=0, description="files larger than this are skipped")
     chunk_strategy: ChunkStrategy | None = Field(
         None, description="force one strategy for every document type"
     )
     chunk_size: int | None = Field(None, ge=16, le=8192)
     chunk_overlap: int | None = Field(None, ge=0)
-    embedder: str = Field("e5-small", description="e5-small | minilm | st:DIR | openai:URL[#model] | none")
-    reranker: str = Field("none", description="none | cross-encoder:DIR")
-    policy: Path | None = Field(None, description="corpus_policy.yaml; default <store>/corpus_policy.yaml if present")
-    retrieve_k: int = Field(50, ge=1, le=1000)
-    rrf_k: int = Field(60, ge=1)
-    fusion: Literal["rrf", "weighted"] = "rrf"
-    vector_weight: float = Field(0.5, ge=0.0, le=1.0, description="weight of vector scores in weighted fusion")
-    rerank_candidates: int = Field(20, ge=1, le=200)
-    llm: str = Field("default", description="default | fast | gguf:PATH | openai:URL[#model]")
-    judge: str = Field("llm", description="claim judge: llm | nli:DIR | lexical")
-    # measured (docs/benchmarks.md, Routing): with the embedded models the LLM scores add 4-6 s per
-    # turn and no routing accuracy over the rules, so the rules alone route by default
-    router_llm: bool = Field(False, description="blend the LLM's routing scores into the rule scores (D1)")
-    model_cache: Path | None = Field(None, description="where GGUF files are assembled; default <store>/models")
+    # the stages
+    answer: AnswerConfig = Field(default_factory=AnswerConfig)
+    verification: VerificationConfig = Field(default_factory=VerificationConfig)
+    control: ControlBudget = Field(default_factory=ControlBudget)
+    routing: RoutingConfig = Field(default_factory=RoutingConfig)
+    retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
+    models: ModelsConfig = Field(default_factory=ModelsConfig)
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,
+                                   env_settings: PydanticBaseSettingsSource,
+                                   dotenv_settings: PydanticBaseSettingsSource,
+                                   file_secret_settings: PydanticBaseSettingsSource,
+                                   ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (_NestedInit(settings_cls, init_settings), env_settings, _FlatEnv(settings_cls),
+                dotenv_settings, file_secret_settings)
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> Settings:
@@ -82,3 +252,42 @@ class Settings(BaseSettings):
         if self.chunk_overlap is not None:
             data["chunk_overlap"] = self.chunk_overlap
         return ChunkingConfig(**data)
+
+    @property
+    def model_cache_dir(self) -> Path:
+        return self.models.model_cache or self.store / "models"
+
+    def with_overrides(self, assignments: list[str] | dict[str, Any]) -> Settings:
+        """A copy with `section.key=value` assignments applied (the CLI's `--set`). Values are
+        validated like any other input (`800`, `true`, `0.5`; JSON for lists, `null` for none), and
+        an unknown key is a ConfigError."""
+        pairs = assignments.items() if isinstance(assignments, dict) else [_parse_assignment(a) for a in assignments]
+        data = self.model_dump(exclude_unset=False)
+        for dotted, value in pairs:
+            path = dotted.strip().split(".")
+            if len(path) == 1 and path[0] in FLAT_ALIASES:
+                path = list(FLAT_ALIASES[path[0]])
+            target: Any = data
+            for part in path[:-1]:
+                if not isinstance(target.get(part), dict):
+                    raise ConfigError(f"unknown setting {dotted!r}: {part!r} is not a section ({', '.join(SECTIONS)})")
+                target = target[part]
+            if path[-1] not in target:
+                raise ConfigError(f"unknown setting {dotted!r}")
+            target[path[-1]] = value
+        return type(self).model_validate(data)
+
+
+def _parse_assignment(text: str) -> tuple[str, Any]:
+    key, sep, raw = text.partition("=")
+    if not sep or not key.strip():
+        raise ConfigError(f"--set expects section.key=value, got {text!r}")
+    raw = raw.strip()
+    if raw == "null":
+        return key.strip(), None
+    if raw[:1] in "[{":
+        try:
+            return key.strip(), json.loads(raw)
+        except ValueError:
+            pass
+    return key.strip(), raw

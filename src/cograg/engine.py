@@ -5,22 +5,19 @@ Every CLI command is a thin layer over a method here.
 
 from __future__ import annotations
 
-from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from cograg.config import Settings
 from pydantic import ValidationError
 
+from cograg.components import Components, build_components
+from cograg.config import AnswerConfig, Settings
 from cograg.documents import Chunk, Document
 from cograg.errors import ConfigError, StoreError
-from cograg.index.indexing import ChunkIndexer
-from cograg.index.sqlite_store import SQLiteStore
 from cograg.ingest.models import IngestSummary
 from cograg.ingest.pipeline import ProgressCallback, ingest_paths
 from cograg.retrieval.models import Principal, SearchRequest, SearchResult
-from cograg.retrieval.policy import CorpusPolicy, load_policy
-from cograg.retrieval.search import QueryError, Retriever
+from cograg.retrieval.search import QueryError
 
 
 def _mode_name(mode: str) -> str:
@@ -33,85 +30,43 @@ def _mode_name(mode: str) -> str:
 
 
 class Engine:
-    """A document store plus the stages that work on it."""
+    """A document store plus the stages that work on it: a composition root. Its parts come
+    from `build_components` (or the caller) through the constructor; models load on first use."""
 
-    def __init__(self, store: SQLiteStore, settings: Settings) -> None:
-        self.store = store
+    def __init__(self, settings: Settings, components: Components) -> None:
         self.settings = settings
+        self.components = components
+        self.store = components.store
 
     @classmethod
     def open(cls, path: Path | str | None = None, *, settings: Settings | None = None,
-             create: bool = True) -> Engine:
-        """Open (or create) the store at `path`, defaulting to `settings.store` (`COGRAG_STORE`)."""
+             create: bool = True, **components: Any) -> Engine:
+        """Open (or create) the store at `path`, defaulting to `settings.store` (`COGRAG_STORE`).
+        `components` replaces parts built from the settings (store, embedder, llm, judge,
+        reranker, policy, rules), e.g. a fake LLM in a test."""
         settings = settings or Settings()
         if path is not None:
             settings = settings.model_copy(update={"store": Path(path)})
-        return cls(SQLiteStore(settings.store, create=create, indexer=ChunkIndexer()), settings)
+        return cls(settings, build_components(settings, create=create, **components))
 
-    # Models load on first use, so `docs list` never pays for them.
-    @cached_property
-    def embedder(self) -> Any:
-        if self.settings.embedder == "none":
-            return None
-        from cograg.models.embedder import get_embedder
-
-        embedder = get_embedder(self.settings.embedder)
-        self.store.indexer.embedder = embedder
-        self.store.indexer.check_store(self.store.conn)
-        return embedder
-
-    @cached_property
-    def reranker(self) -> Any:
-        if self.settings.reranker == "none":
-            return None
-        if self.settings.reranker == "llm":  # B4's pointwise LLM judge
-            from cograg.models.judge import LLMRelevanceReranker
-
-            return LLMRelevanceReranker(self.llm)
-        from cograg.models.reranker import get_reranker
-
-        return get_reranker(self.settings.reranker)
-
-    @cached_property
-    def policy(self) -> CorpusPolicy:
-        path = self.settings.policy
-        if path is None and (self.settings.store / "corpus_policy.yaml").is_file():
-            path = self.settings.store / "corpus_policy.yaml"
-        return load_policy(path)
-
-    @cached_property
-    def llm(self) -> Any:
-        from cograg.models.llm import get_llm
-
-        return get_llm(self.settings.llm, cache_dir=self.settings.model_cache or self.settings.store / "models")
-
-    @cached_property
-    def judge(self) -> Any:
-        from cograg.models import judge as judges
-
-        spec = self.settings.judge
-        if spec == "llm":
-            return judges.LLMJudge(self.llm)
-        if spec == "lexical":
-            return judges.LexicalJudge()
-        if spec.startswith("nli:"):
-            return judges.NLIJudge(spec[4:])
-        raise ConfigError(f"unknown judge {spec!r}: use llm, lexical or nli:DIR")
-
-    def answerer(self, config: Any = None, *, principal: Principal | None = None, search: Any = None,
-                 save_traces: bool = True) -> Any:
-        """The verified-answer pipeline over this store (SPEC C). `search` replaces the default
-        hybrid search; `save_traces=False` for an answerer that is a step of a larger turn."""
-        from cograg.answer.answerer import AnswerConfig, Answerer
+    def answerer(self, config: AnswerConfig | None = None, *, principal: Principal | None = None,
+                 search: Any = None, save_traces: bool = True) -> Any:
+        """The verified-answer pipeline over this store (SPEC C). `config` replaces
+        `settings.answer`; `search` replaces the default hybrid search; `save_traces=False` for an
+        answerer that is a step of a larger turn."""
+        from cograg.answer.answerer import Answerer
         from cograg.answer.verifier import Verifier
 
-        cfg = config or AnswerConfig()
+        cfg = config or self.settings.answer
         if search is None:
             def search(question: str) -> SearchResult:
                 return self.search(question, k=cfg.retrieve_hits, mode="hybrid", principal=principal)
 
-        verifier = Verifier(self.judge, embedder=self.embedder, min_similarity=cfg.min_claim_similarity)
-        return Answerer(search=search, llm=self.llm, verifier=verifier, config=cfg,
+        parts = self.components
+        verifier = Verifier(parts.judge.get(), embedder=parts.embedder.get(),
+                            min_similarity=self.settings.verification.min_claim_similarity)
+        return Answerer(search=search, llm=parts.llm.get(), verifier=verifier, config=cfg,
+                        verification=self.settings.verification,
                         save_trace=(lambda t: self._save_trace(t, "answer")) if save_traces else None)
 
     def _save_trace(self, trace: Any, kind: str) -> None:
@@ -129,21 +84,24 @@ class Engine:
             chunk = self.store.get_chunk(chunk_id)
             return chunk.text if chunk is not None else ""
 
-        return Orchestrator(search=search, llm=self.llm,
+        parts = self.components
+        return Orchestrator(search=search, llm=parts.llm.get(),
                             answerer_factory=lambda s, cfg: self.answerer(cfg, search=s, save_traces=False),
-                            judge=self.judge, chunk_text=chunk_text,
-                            save_trace=lambda t: self._save_trace(t, t.route or "answer"), bus=bus)
+                            judge=parts.judge.get(), chunk_text=chunk_text,
+                            save_trace=lambda t: self._save_trace(t, t.route or "answer"), bus=bus,
+                            rules=parts.rules.get())
 
-    def ask(self, question: str, *, principal: Principal | None = None, config: Any = None,
+    def ask(self, question: str, *, principal: Principal | None = None, config: AnswerConfig | None = None,
             mode: str | None = None, options: Any = None, bus: Any = None, cancel: Any = None) -> Any:
         """A verified, cited answer (the contract object of SPEC C1), its trace stored.
 
         The router picks the cheapest mode that can answer (D1) unless `mode` forces one
-        (`R1_ONE_SHOT_RETRIEVE`, `R2_MULTI_RETRIEVE`, `R3_DAG_PLAN`, …); `config` is the
-        AnswerConfig, `options` a full TurnOptions, `bus` an EventBus to stream the turn's events."""
+        (`R1_ONE_SHOT_RETRIEVE`, `R2_MULTI_RETRIEVE`, `R3_DAG_PLAN`, …); `config` replaces
+        `settings.answer` for this turn, `options` is a full TurnOptions (default: from the
+        settings), `bus` an EventBus to stream the turn's events."""
         from cograg.orchestrator.orchestrator import TurnOptions
 
-        opts = options or TurnOptions(use_llm_router=self.settings.router_llm)
+        opts = options or TurnOptions.from_settings(self.settings)
         if config is not None:
             opts = opts.model_copy(update={"answer": config})
         if mode is not None:
@@ -156,16 +114,11 @@ class Engine:
             raise StoreError(f"no trace {trace_id!r}")
         return found
 
-    @cached_property
-    def retriever(self) -> Retriever:
-        # the embedder is attached on the first search that needs vectors (bm25 never loads it)
-        return Retriever(self.store, embedder=None, reranker=self.reranker, policy=self.policy)
-
     def ingest(self, paths: list[Path | str], *, tags: list[str] | None = None,
                acl: list[str] | None = None, progress: ProgressCallback | None = None) -> IngestSummary:
         """Sync files/folders into the store (see :func:`cograg.ingest.pipeline.ingest_paths`),
         embedding new and changed chunks in the same transaction as their rows."""
-        _ = self.embedder  # attaches the embedder to the store's indexer (or checks it matches)
+        self.components.embedder.get()  # new chunks are embedded with it (the store checks it matches)
         summary = ingest_paths(self.store, paths, settings=self.settings, tags=tags, acl=acl,
                                progress=progress)
         if self.store.backfill_vectors():
@@ -175,24 +128,20 @@ class Engine:
     def search(self, query: str, *, k: int = 10, mode: str = "hybrid", principal: Principal | None = None,
                variants: list[str] | None = None, rerank: bool = True, **options: Any) -> SearchResult:
         """Hybrid (or bm25/vector) search with policy, ACL and optional reranking (SPEC B)."""
+        cfg = self.settings.retrieval
         try:
             req = SearchRequest(
                 query=query, k=k, mode=mode, principal=principal, variants=variants or [], rerank=rerank,
-                retrieve_k=options.pop("retrieve_k", self.settings.retrieve_k),
-                rrf_k=options.pop("rrf_k", self.settings.rrf_k),
-                fusion=options.pop("fusion", self.settings.fusion),
-                vector_weight=options.pop("vector_weight", self.settings.vector_weight),
-                rerank_candidates=options.pop("rerank_candidates", self.settings.rerank_candidates),
+                retrieve_k=options.pop("retrieve_k", cfg.retrieve_k),
+                rrf_k=options.pop("rrf_k", cfg.rrf_k),
+                fusion=options.pop("fusion", cfg.fusion),
+                vector_weight=options.pop("vector_weight", cfg.vector_weight),
+                rerank_candidates=options.pop("rerank_candidates", cfg.rerank_candidates),
                 **options)
         except ValidationError as exc:
             first = exc.errors()[0]
             raise QueryError(f"{'.'.join(str(x) for x in first['loc'])}: {first['msg']}") from None
-        return self._retriever_for(req).search(req)
-
-    def _retriever_for(self, req: SearchRequest) -> Retriever:
-        if req.mode != "bm25" and self.retriever.embedder is None:
-            self.retriever.embedder = self.embedder
-        return self.retriever
+        return self.components.retriever.get().search(req)
 
     def eval_retrieval(self, beir_dir: Path | str, split: str, *, modes: tuple[str, ...] = ("bm25", "vector", "hybrid"),
                        limit: int | None = None, progress: ProgressCallback | None = None,
@@ -204,15 +153,15 @@ class Engine:
         self.ingest([data.corpus], progress=progress)
 
         def run(req: SearchRequest) -> list[str | None]:
-            res = self._retriever_for(req).search(req)
+            res = self.components.retriever.get().search(req)
             return [str(h.metadata.get("record_id")) if h.metadata.get("record_id") is not None else None
                     for h in res.hits]
 
-        options = {"fusion": self.settings.fusion, "rrf_k": self.settings.rrf_k,
-                   "vector_weight": self.settings.vector_weight}
+        cfg = self.settings.retrieval
+        options = {"fusion": cfg.fusion, "rrf_k": cfg.rrf_k, "vector_weight": cfg.vector_weight}
         report = evaluate(run, data, modes, limit=limit, progress=query_progress,  # type: ignore[arg-type]
                           request_options=options)
-        report["fusion"] = self.settings.fusion
+        report["fusion"] = cfg.fusion
         return report
 
     def documents(self, *, under: str | None = None) -> list[Document]:
@@ -240,9 +189,7 @@ class Engine:
         return doc
 
     def close(self) -> None:
-        if "retriever" in self.__dict__:
-            self.retriever.close()
-        self.store.close()
+        self.components.close()
 
     def __enter__(self) -> Engine:
         return self

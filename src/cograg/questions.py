@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+from cograg.messages import message
 from cograg.text import is_chinese
 
 _AMBIGUOUS_EN = re.compile(r"\b(this|that|these|those|the above|said|aforementioned)\s+(method|approach|one|thing|document|paper|file|result|issue|problem|function|option|version|case|idea)\b|^\s*(what|how|why)\s+about\s+(it|that|this|them)\b", re.I)
@@ -36,9 +37,8 @@ def needs_clarification(question: str, has_context: bool) -> str | None:
     m = _AMBIGUOUS_EN.search(question) or _AMBIGUOUS_ZH.search(question)
     if not m:
         return None
-    if is_chinese(question):
-        return f"您提到的“{m.group(0)}”具体指什么？请说明名称或上下文，我再从资料中查找。"
-    return f"Which {m.group(0).split()[-1]} do you mean by “{m.group(0)}”? Please name it so I can look it up."
+    return message("clarify.which_reference", "zh" if is_chinese(question) else "en",
+                   reference=m.group(0), noun=m.group(0).split()[-1])
 
 
 __all__ = ["expects_number", "has_number", "needs_clarification"]

@@ -19,7 +19,9 @@ from pydantic import BaseModel, Field
 from cograg.answer.contract import Citation, ContractIssues, DraftAnswer, strip_markers, validate_draft
 from cograg.answer.injection import obeyed_injection, redact, scan
 from cograg.answer.verifier import ClaimCheck, Verifier
+from cograg.config import AnswerConfig, VerificationConfig
 from cograg.errors import CogragError
+from cograg.messages import message
 from cograg.models import ModelError
 from cograg.prompts import load_prompt
 from cograg.questions import expects_number, has_number, needs_clarification
@@ -33,23 +35,6 @@ Route = Literal["DOC_GROUNDED", "CLARIFY", "REFUSED"]
 
 class QuestionError(CogragError):
     """The question cannot be answered as given (empty, too long)."""
-
-
-class AnswerConfig(BaseModel):
-    retrieve_hits: int = Field(6, ge=1, le=50, description="hits considered for the context")
-    context_budget_tokens: int = Field(1400, ge=64)
-    pack_order: Literal["relevance_first", "edges_first"] = "relevance_first"
-    # multilingual-e5 scores Chinese text higher across the board than English, so the refusal
-    # threshold is per language; calibrated on cmrc2018/HotpotQA questions with and without answers
-    min_evidence_cosine: float = Field(0.83, description="refuse below this best vector cosine (non-Chinese questions)")
-    min_evidence_cosine_zh: float = Field(0.87, description="refuse below this best vector cosine (Chinese questions)")
-    min_evidence_rerank: float = Field(0.30, description="refuse below this best reranker score")
-    min_supported_ratio: float = Field(0.5, description="conservative reply below this share of supported sentences")
-    min_claim_similarity: float = Field(0.72, description="verifier pre-filter: claim/evidence cosine below this is UNRELATED")
-    max_question_chars: int = 2000
-    max_answer_tokens: int = 384
-    max_sentences: int = 5
-    llm_timeout_s: float = 120.0
 
 
 class RemovedCounts(ContractIssues):
@@ -100,11 +85,13 @@ def record_outcome(trace: Trace, resp: AnswerResponse) -> None:
 
 class Answerer:
     def __init__(self, *, search: Callable[[str], SearchResult], llm: Any, verifier: Verifier,
-                 config: AnswerConfig | None = None, save_trace: Callable[[Trace], None] | None = None) -> None:
+                 config: AnswerConfig | None = None, save_trace: Callable[[Trace], None] | None = None,
+                 verification: VerificationConfig | None = None) -> None:
         self.search = search
         self.llm = llm
         self.verifier = verifier
         self.config = config or AnswerConfig()
+        self.verification = verification or VerificationConfig()
         self.save_trace = save_trace
         self.system_prompt = load_prompt("verifiable_answer_system")
         self.user_prompt = load_prompt("verifiable_answer_user")
@@ -136,12 +123,10 @@ class Answerer:
         evidence = [c for c in evidence or [] if c.quote and not scan(c.quote)]
         if evidence:
             best = evidence[0]
-            text = (f"现有资料不足以确定这个问题的答案。最相关的证据是：“{best.quote}” [1]" if zh else
-                    f"The sources do not establish an answer to this question. The closest evidence says: “{best.quote}” [1]")
+            text = message("refusal.closest_evidence", "zh" if zh else "en", quote=best.quote)
             evidence = [best.model_copy(update={"id": "1"})]
         else:
-            text = ("现有资料中没有找到能回答这个问题的内容。" if zh else
-                    "The documents available to me do not contain information that answers this question.")
+            text = message("refusal.no_evidence", "zh" if zh else "en")
         trace.outcome = {"fallback": True, "reason": reason}
         trace.event("REFUSED", reason=reason)
         return AnswerResponse(answer=text, citations=evidence or [], fallback=True, confidence=0.0, grounded=False,
@@ -288,7 +273,7 @@ class Answerer:
                                  "the question asks for", evidence=validated.citations)
             resp.claims, resp.removed = verification.claims, removed
             return finish(trace, resp)
-        if not kept or supported_ratio < self.config.min_supported_ratio:
+        if not kept or supported_ratio < self.verification.min_supported_ratio:
             resp = self._refusal(q, trace, result, f"only {len(kept)} of {verification.total} sentences verified",
                                  evidence=validated.citations)
             resp.claims, resp.removed = verification.claims, removed

@@ -8,6 +8,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, Field
 
 from cograg.answer.contract import Citation
+from cograg.config import ControlBudget  # noqa: F401 - the control budgets live in the settings tree
 
 Route = Literal["FAST_PATH", "DOC_GROUNDED", "MULTI_HOP", "CLARIFY", "BLOCK"]
 Mode = Literal["R0_DIRECT_WRITE", "R1_ONE_SHOT_RETRIEVE", "R2_MULTI_RETRIEVE", "R3_DAG_PLAN", "R4_CLARIFY",
@@ -64,21 +65,6 @@ class RouteDecision(BaseModel):
     rules_version: str = ""
     clarification: str | None = None
     intent: str | None = None  # the LLM scorer's intent label, for the trace
-
-
-class ControlBudget(BaseModel):
-    """Hard limits of SPEC D2/D4. The model proposes plans; these decide how much of one runs."""
-
-    max_nodes: int = Field(8, ge=1, le=32)
-    max_depth: int = Field(3, ge=1, le=8)
-    max_parallel: int = Field(4, ge=1, le=16)
-    node_timeout_s: float = Field(240.0, gt=0)
-    node_retries: int = Field(1, ge=0, le=3)
-    max_total_tokens: int = Field(40_000, ge=100)
-    max_wall_s: float = Field(900.0, gt=0)
-    grade_pass_threshold: float = Field(0.6, ge=0.0, le=1.0)
-    max_rewrite_attempts: int = Field(3, ge=0, le=10)
-    grade_top_k: int = Field(5, ge=1, le=20)
 
 
 TaskType = Literal["retrieve", "reason", "rewrite", "evidence_merge", "conflict_resolve"]

@@ -28,8 +28,10 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
+from cograg.config import AnswerConfig
 from cograg.control.models import Mode, Route, RouteDecision, RouteScores, Sufficiency
 from cograg.errors import ConfigError
+from cograg.messages import message
 from cograg.models import ModelError
 from cograg.questions import needs_clarification
 from cograg.retrieval.models import SearchResult
@@ -96,9 +98,10 @@ class SignalWeights(BaseModel):
 
 
 class SufficiencyThresholds(BaseModel):
+    """Preflight thresholds besides the evidence score, whose floor is the answerer's refusal floor
+    (`Settings.answer.min_evidence_*`): a preflight that would be refused is not sufficient."""
+
     min_hits: int = Field(1, ge=0)
-    min_top_score: float = Field(0.83, description="best vector cosine (multilingual-e5)")
-    min_top_rerank: float = Field(0.30, description="best reranker score, when reranking ran")
     min_coverage: Unit = 0.5
 
 
@@ -112,8 +115,7 @@ class RoutingRules(BaseModel):
     thresholds: RoutingThresholds = Field(default_factory=RoutingThresholds)
     signals: SignalWeights = Field(default_factory=SignalWeights)
     sufficiency: dict[Literal["en", "zh"], SufficiencyThresholds] = Field(
-        default_factory=lambda: {"en": SufficiencyThresholds(),
-                                 "zh": SufficiencyThresholds(min_top_score=0.87)})
+        default_factory=lambda: {"en": SufficiencyThresholds(), "zh": SufficiencyThresholds()})
 
     def sufficiency_for(self, question: str) -> SufficiencyThresholds:
         lang: Literal["en", "zh"] = "zh" if is_chinese(question) else "en"
@@ -418,12 +420,8 @@ def _bare_pronoun(question: str, zh: bool) -> str | None:
 def _generic_clarification(reference: str, zh: bool, question: str = "") -> str:
     if len(reference.strip()) >= len(question.strip()) - 2:
         # the whole turn is an ellipsis ("Why?", "另一个呢？"): ask for the subject, not the word
-        if zh:
-            return "您问的是哪件事？请补充具体名称或上下文，我再从资料中查找。"
-        return "What are you asking about? Please name the thing or give the context, so I can look it up."
-    if zh:
-        return f"您的问题中“{reference}”具体指什么？请补充名称或上下文，我再从资料中查找。"
-    return f"What does “{reference}” refer to? Please name it so I can look it up."
+        return message("clarify.what_subject", "zh" if zh else "en")
+    return message("clarify.what_reference", "zh" if zh else "en", reference=reference)
 
 
 def _question_terms(question: str) -> set[str]:
@@ -471,7 +469,7 @@ def rule_analysis(question: str, *, facts: list[str] | None = None, rules: Routi
 
     if not q:
         return RuleAnalysis(scores=RouteScores(ambiguity=1.0), fired=["ambiguity.empty_question"],
-                            clarification="Please type a question. / 请输入您的问题。")
+                            clarification=message("clarify.empty_question"))
 
     # -- risk
     secret = _SECRET.search(q)
@@ -558,11 +556,8 @@ def rule_analysis(question: str, *, facts: list[str] | None = None, rules: Routi
             ref = conversation.group(0).strip()
             if len(ref) >= len(q) - 2:
                 clarification = _generic_clarification(ref, zh, q)
-            elif zh:
-                clarification = f"我没有“{ref}”所指的上文内容，请直接说明具体名称，我再从资料中查找。"
             else:
-                clarification = (f"I don't have the earlier part of the conversation that “{ref}” points to. "
-                                 "Please name it so I can look it up.")
+                clarification = message("clarify.no_earlier_context", "zh" if zh else "en", reference=ref)
         elif pronoun:
             clarification = _generic_clarification(pronoun, zh, q)
 
@@ -648,10 +643,12 @@ class LLMRouteScorer:
 # --------------------------------------------------------------------------- preflight
 
 
-def preflight(result: SearchResult, question: str, rules: RoutingRules | None = None) -> Sufficiency:
+def preflight(result: SearchResult, question: str, rules: RoutingRules | None = None,
+              floors: AnswerConfig | None = None) -> Sufficiency:
     """Seed 004 §5.2 `retrieval_sufficiency` of one cheap retrieval: hit count, best score (reranker
     or cosine, per `evidence_source`) and coverage = share of the question's terms found in the
-    text of the top-3 hits. Sufficient when all three meet the per-language thresholds; `score` is
+    text of the top-3 hits. Sufficient when all three meet the per-language thresholds (the score
+    floor is the answerer's refusal floor, `floors`, default `AnswerConfig()`); `score` is
     the weakest of the three ratios (capped at 1), so 1.0 means sufficient."""
     from cograg.index.analyzer import analyze
 
@@ -668,7 +665,7 @@ def preflight(result: SearchResult, question: str, rules: RoutingRules | None = 
     ratios = [min(1.0, hits / th.min_hits) if th.min_hits > 0 else 1.0,
               min(1.0, coverage / th.min_coverage) if th.min_coverage > 0 else 1.0]
     if top is not None:
-        floor = th.min_top_rerank if (source or "").startswith("reranker") else th.min_top_score
+        floor = (floors or AnswerConfig()).evidence_floor(chinese=is_chinese(question), source=source)
         if top >= floor:
             ratios.append(1.0)
         else:
@@ -702,10 +699,11 @@ class Router:
     retrieval (omit it to decide the route without retrieving; DOC_GROUNDED then means R1)."""
 
     def __init__(self, rules: RoutingRules | None = None, llm_scorer: LLMRouteScorer | Any | None = None,
-                 search: Callable[[str], SearchResult] | None = None) -> None:
+                 search: Callable[[str], SearchResult] | None = None, floors: AnswerConfig | None = None) -> None:
         self.rules = rules or load_rules()
         self.llm_scorer = llm_scorer
         self.search = search
+        self.floors = floors or AnswerConfig()
 
     def route(self, question: str, *, facts: list[str] | None = None, has_context: bool = False,
               session_summary: str | None = None) -> RouteDecision:
@@ -755,9 +753,8 @@ class Router:
         elif scores.ambiguity >= th.clarify_ambiguity:
             if not has_context:
                 reasons.append(f"CLARIFY: ambiguity {scores.ambiguity:.2f} >= {th.clarify_ambiguity}, no context")
-                text = analysis.clarification or (
-                    "您指的是什么？请补充具体名称或上下文。" if is_chinese(question)
-                    else "Could you say exactly what you are referring to?")
+                text = analysis.clarification or message("clarify.what_referring",
+                                                         "zh" if is_chinese(question) else "en")
                 return decide("CLARIFY", "R4_CLARIFY", clarification=text)
             reasons.append("ambiguity left to the conversation context")
         if scores.complexity >= th.multi_hop_complexity:
@@ -784,7 +781,7 @@ class Router:
         except Exception as exc:  # the injected search may be anything; a failed preflight only means "retry harder"
             reasons.append(f"preflight failed ({type(exc).__name__}: {exc}) -> R2")
             return decide("DOC_GROUNDED", "R2_MULTI_RETRIEVE")
-        suff = preflight(result, question, rules)
+        suff = preflight(result, question, rules, self.floors)
         if suff.sufficient:
             reasons.append(f"DOC_GROUNDED: preflight sufficient (hits={suff.hits}, top={suff.top_score}, "
                            f"coverage={suff.coverage:.2f}) -> R1")

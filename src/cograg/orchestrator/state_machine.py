@@ -1,12 +1,26 @@
 """The turn's explicit state machine (SPEC D6). Events come from every stage through the trace;
-the table below decides the next state. Events not in the table for the current state are
-informational (e.g. MODEL_ERROR) and keep the state; a transition-worthy event arriving in the
-wrong state is recorded as an anomaly (a bug to fix, never an error shown to the user)."""
+the table below decides the next state, and `next_action` tells the orchestrator what to do in
+it (route, run the chosen mode, fall back, finish), so the machine drives the turn. Events not in
+the table for the current state are informational (e.g. MODEL_ERROR) and keep the state; a
+transition-worthy event arriving in the wrong state is recorded as an anomaly (a bug to fix, never
+an error shown to the user)."""
 
 from __future__ import annotations
 
 from enum import Enum
 from typing import Any
+
+from cograg.control.models import FALLBACK_ORDER
+
+
+class Action(str, Enum):
+    """What the orchestrator does next (`TurnStateMachine.next_action`)."""
+
+    RECEIVE = "RECEIVE"      # take the question in
+    ROUTE = "ROUTE"          # decide route and mode
+    RUN_MODE = "RUN_MODE"    # run `machine.mode` (just chosen by the router or the fallback chain)
+    FALL_BACK = "FALL_BACK"  # pick the next mode of the fallback chain, or give up
+    FINISH = "FINISH"        # the turn is over
 
 
 class State(str, Enum):
@@ -91,11 +105,13 @@ class TurnStateMachine:
         self.mode: str | None = None
         self.history: list[str] = [State.IDLE.value]
         self.anomalies: list[str] = []
+        self._mode_pending = False  # a mode was chosen and has not been started yet
 
     def handle(self, event: str, data: dict[str, Any] | None = None) -> State:
         data = data or {}
         if event == "ROUTE_DECIDED" or event == "FALLBACK_STARTED":
             self.mode = data.get("mode", self.mode)
+            self._mode_pending = True
         target = TRANSITIONS.get((self.state, event))
         if target is None:
             if event in TRANSITION_EVENTS and self.state not in TERMINAL:
@@ -110,3 +126,29 @@ class TurnStateMachine:
     @property
     def finished(self) -> bool:
         return self.state in TERMINAL
+
+    def next_action(self) -> Action:
+        """What the turn does in the current state. A chosen mode runs even when its target state
+        is terminal (R4's clarification and R5's refusal are written there)."""
+        if self._mode_pending:
+            return Action.RUN_MODE
+        if self.state is State.IDLE:
+            return Action.RECEIVE
+        if self.state is State.ROUTING:
+            return Action.ROUTE
+        if self.state is State.FALLING_BACK:
+            return Action.FALL_BACK
+        return Action.FINISH
+
+    def start_mode(self) -> str:
+        """The mode to run now (RUN_MODE); marks it started."""
+        assert self.mode is not None and self._mode_pending, "no mode chosen"
+        self._mode_pending = False
+        return self.mode
+
+    def fallback_mode(self) -> str | None:
+        """The mode after the current one in the fallback chain R3 → R2 → R1 → R4, if any."""
+        if self.mode in FALLBACK_ORDER:
+            i = FALLBACK_ORDER.index(self.mode)
+            return FALLBACK_ORDER[i + 1] if i + 1 < len(FALLBACK_ORDER) else None
+        return None

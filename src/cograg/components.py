@@ -1,0 +1,181 @@
+"""The engine's parts, built from `Settings` in one place (the composition root's factory).
+
+Every model is a `Lazy` handle: nothing loads until a command needs it, so `cograg docs list`
+never pays for a model. Tests and embedders of the library pass their own parts (a fake LLM, a
+hashing embedder) to `build_components`, which wires them exactly like the configured ones.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import numpy as np
+
+from cograg.config import Settings
+from cograg.errors import ConfigError
+from cograg.index.indexing import ChunkIndexer
+from cograg.index.sqlite_store import SQLiteStore
+from cograg.retrieval.policy import CorpusPolicy, load_policy
+from cograg.retrieval.search import Retriever
+
+T = TypeVar("T")
+
+
+class Lazy(Generic[T]):
+    """A part built on first `get()` (once, thread-safe), or given ready-made with `Lazy.of`."""
+
+    def __init__(self, build: Callable[[], T]) -> None:
+        self._build: Callable[[], T] | None = build
+        self._value: T | None = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def of(cls, value: T) -> Lazy[T]:
+        lazy: Lazy[T] = cls(lambda: value)
+        lazy.get()
+        return lazy
+
+    @property
+    def built(self) -> bool:
+        return self._build is None
+
+    def get(self) -> T:
+        if self._build is not None:
+            with self._lock:
+                if self._build is not None:
+                    self._value = self._build()
+                    self._build = None
+        return self._value  # type: ignore[return-value]
+
+
+class DeferredQueryEmbedder:
+    """The retriever's query embedder, loaded by the first search that needs vectors (a keyword
+    search never loads it)."""
+
+    def __init__(self, embedder: Lazy[Any]) -> None:
+        self._embedder = embedder
+
+    @property
+    def name(self) -> str:
+        return str(self._embedder.get().name)
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        return self._embedder.get().embed_queries(texts)  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True)
+class Components:
+    """What an `Engine` works with. `embedder` is None-valued when none is configured."""
+
+    store: SQLiteStore
+    embedder: Lazy[Any]
+    llm: Lazy[Any]
+    judge: Lazy[Any]
+    reranker: Lazy[Any]
+    policy: Lazy[CorpusPolicy]
+    rules: Lazy[Any]
+    retriever: Lazy[Retriever]
+
+    def close(self) -> None:
+        if self.retriever.built:
+            self.retriever.get().close()
+        self.store.close()
+
+
+_PARTS = ("store", "embedder", "llm", "judge", "reranker", "policy", "rules")
+
+
+def build_components(settings: Settings, *, create: bool = True, **given: Any) -> Components:
+    """The parts for `settings`. `given` replaces any of store, embedder, llm, judge, reranker,
+    policy, rules with a ready object (or a `Lazy`); the rest are built from `settings` on first use."""
+    unknown = set(given) - set(_PARTS)
+    if unknown:
+        raise TypeError(f"unknown component(s) {sorted(unknown)}: use {', '.join(_PARTS)}")
+
+    def part(name: str, build: Callable[[], Any]) -> Lazy[Any]:
+        if name not in given:
+            return Lazy(build)
+        value = given[name]
+        return value if isinstance(value, Lazy) else Lazy(lambda: value)
+
+    store = given.get("store") or SQLiteStore(settings.store, create=create, indexer=ChunkIndexer())
+    embedder_only = part("embedder", lambda: _embedder(settings))
+
+    def attached_embedder() -> Any:
+        # the store indexes with the same embedder the queries use, and refuses a different one
+        embedder = embedder_only.get()
+        if embedder is not None:
+            store.indexer.embedder = embedder
+            store.indexer.check_store(store.conn)
+        return embedder
+
+    embedder: Lazy[Any] = Lazy(attached_embedder)
+    llm = part("llm", lambda: _llm(settings))
+    judge = part("judge", lambda: _judge(settings, llm))
+    reranker = part("reranker", lambda: _reranker(settings, llm))
+    policy = part("policy", lambda: _policy(settings))
+    rules = part("rules", lambda: _rules(settings))
+    has_embedder = given["embedder"] is not None if "embedder" in given else settings.models.embedder != "none"
+    retriever = Lazy(lambda: Retriever(store, embedder=DeferredQueryEmbedder(embedder) if has_embedder else None,
+                                       reranker=reranker.get(), policy=policy.get()))
+    return Components(store=store, embedder=embedder, llm=llm, judge=judge, reranker=reranker, policy=policy,
+                      rules=rules, retriever=retriever)
+
+
+def _embedder(settings: Settings) -> Any:
+    if settings.models.embedder == "none":
+        return None
+    from cograg.models.embedder import get_embedder
+
+    return get_embedder(settings.models.embedder)
+
+
+def _llm(settings: Settings) -> Any:
+    from cograg.models.llm import get_llm
+
+    return get_llm(settings.models.llm, cache_dir=settings.model_cache_dir)
+
+
+def _judge(settings: Settings, llm: Lazy[Any]) -> Any:
+    from cograg.models import judge as judges
+
+    v = settings.verification
+    if v.judge == "llm":
+        return judges.LLMJudge(llm.get(), max_tokens=v.judge_max_tokens, timeout_s=v.judge_timeout_s)
+    if v.judge == "lexical":
+        return judges.LexicalJudge()
+    if v.judge.startswith("nli:"):
+        return judges.NLIJudge(v.judge[4:])
+    raise ConfigError(f"unknown judge {v.judge!r}: use llm, lexical or nli:DIR")
+
+
+def _reranker(settings: Settings, llm: Lazy[Any]) -> Any:
+    spec = settings.retrieval.reranker
+    if spec == "none":
+        return None
+    if spec == "llm":  # B4's pointwise LLM judge
+        from cograg.models.judge import LLMRelevanceReranker
+
+        return LLMRelevanceReranker(llm.get())
+    from cograg.models.reranker import get_reranker
+
+    return get_reranker(spec)
+
+
+def _policy(settings: Settings) -> CorpusPolicy:
+    path = settings.policy
+    if path is None and (settings.store / "corpus_policy.yaml").is_file():
+        path = settings.store / "corpus_policy.yaml"
+    return load_policy(path)
+
+
+def _rules(settings: Settings) -> Any:
+    from cograg.control.router import load_rules
+
+    return load_rules(settings.routing.rules)
+
+
+__all__ = ["Components", "DeferredQueryEmbedder", "Lazy", "build_components"]

@@ -1,0 +1,93 @@
+"""Every sentence the engine says to a user — refusals, clarifying questions, the small-talk and
+conservative replies, errors — in Chinese and English, in one table.
+
+Stages pick a key and a language; the wording lives here, so a change of tone or a new language
+is one edit. Placeholders are `str.format` fields; `message` fails loudly on a missing one.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+Lang = Literal["zh", "en"]
+LANGS: tuple[Lang, ...] = ("zh", "en")
+
+MESSAGES: dict[str, dict[Lang, str]] = {
+    # answer stage (SPEC C4): nothing to answer from, or too little that could be verified
+    "refusal.no_evidence": {
+        "zh": "现有资料中没有找到能回答这个问题的内容。",
+        "en": "The documents available to me do not contain information that answers this question.",
+    },
+    "refusal.closest_evidence": {
+        "zh": "现有资料不足以确定这个问题的答案。最相关的证据是：“{quote}” [1]",
+        "en": "The sources do not establish an answer to this question. The closest evidence says: “{quote}” [1]",
+    },
+    # clarifying questions (C4, D1 CLARIFY)
+    "clarify.which_reference": {
+        "zh": "您提到的“{reference}”具体指什么？请说明名称或上下文，我再从资料中查找。",
+        "en": "Which {noun} do you mean by “{reference}”? Please name it so I can look it up.",
+    },
+    "clarify.what_reference": {
+        "zh": "您的问题中“{reference}”具体指什么？请补充名称或上下文，我再从资料中查找。",
+        "en": "What does “{reference}” refer to? Please name it so I can look it up.",
+    },
+    "clarify.what_subject": {
+        "zh": "您问的是哪件事？请补充具体名称或上下文，我再从资料中查找。",
+        "en": "What are you asking about? Please name the thing or give the context, so I can look it up.",
+    },
+    "clarify.no_earlier_context": {
+        "zh": "我没有“{reference}”所指的上文内容，请直接说明具体名称，我再从资料中查找。",
+        "en": "I don't have the earlier part of the conversation that “{reference}” points to. "
+              "Please name it so I can look it up.",
+    },
+    "clarify.what_referring": {
+        "zh": "您指的是什么？请补充具体名称或上下文。",
+        "en": "Could you say exactly what you are referring to?",
+    },
+    # an empty turn has no language to detect: both at once
+    "clarify.empty_question": {
+        "zh": "Please type a question. / 请输入您的问题。",
+        "en": "Please type a question. / 请输入您的问题。",
+    },
+    "clarify.which_source": {
+        "zh": "这些资料的说法不一致（见上方各自的出处）。您希望以哪一个来源或哪个时间点为准？",
+        "en": "These sources disagree (each side is cited above). Which source or time period should I rely on?",
+    },
+    # orchestrator replies (SPEC D): R0 small talk, R5 block, the end of the fallback chain
+    "reply.small_talk": {
+        "zh": "您好！我根据您的文档回答问题，每句话都附有经过核对的出处。请直接提出关于文档内容的问题。",
+        "en": "Hello! I answer questions from your documents, and every sentence I state comes with a checked "
+              "source. Ask me anything about their content.",
+    },
+    "reply.blocked": {
+        "zh": "这个请求我不能处理：{reason}。如需查询文档中的内容，请换一种问法。",
+        "en": "I can't help with this request: {reason}. I can answer questions about the content of your documents.",
+    },
+    "reply.cannot_answer": {
+        "zh": "这个问题我没能可靠地回答（{reason}）。能否把问题说得更具体一些，或拆成几个小问题？",
+        "en": "I could not answer this reliably ({reason}). Could you make the question more specific, or ask its "
+              "parts separately?",
+    },
+    "reason.ambiguous": {
+        "zh": "问题不够明确",
+        "en": "the question is ambiguous",
+    },
+    # errors shown by the command line
+    "error.interrupted": {"zh": "已中断", "en": "interrupted"},
+    "error.aborted": {"zh": "已取消", "en": "aborted"},
+    "error.internal": {
+        "zh": "内部错误：{detail}（设置 COGRAG_DEBUG=1 查看详情）",
+        "en": "internal error: {detail} (COGRAG_DEBUG=1 for details)",
+    },
+}
+
+
+def message(key: str, lang: Lang | str = "en", **fields: object) -> str:
+    """The user-facing text `key` in `lang` ("zh" or "en"; anything else is English), with
+    `fields` filled in. KeyError for an unknown key or a missing field."""
+    texts = MESSAGES[key]
+    template = texts["zh"] if lang == "zh" else texts["en"]
+    return template.format(**fields)
+
+
+__all__ = ["LANGS", "MESSAGES", "Lang", "message"]

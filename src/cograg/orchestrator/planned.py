@@ -1,0 +1,135 @@
+"""R3, the planned mode (SPEC D2–D5, D7): plan → run the plan as a DAG → synthesize a cited
+answer from what the nodes established → verify it; or, when the nodes' sources disagree, both
+sides with their sources and a question back to the user."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cograg.answer.answerer import Answerer, AnswerResponse, recording_verifier
+from cograg.trace import RecordingLLM
+from cograg.control.models import Plan, TaskResult
+from cograg.messages import message
+from cograg.orchestrator.plan_tasks import PlanTaskRunners
+from cograg.orchestrator.turn import ModeFailed, Turn, guard
+
+
+class PlannedMode:
+    """One R3 run over one turn: `run` is the pipeline, each step a method."""
+
+    def __init__(self, turn: Turn, answerer: Answerer, *, llm: Any, judge: Any, chunk_text: Any) -> None:
+        self.turn = turn
+        self.trace = turn.trace
+        self.answerer = answerer
+        self.llm = llm
+        self.judge = judge
+        self.chunk_text = chunk_text
+        self.timeout_s = turn.options.answer.llm_timeout_s
+        self.status = ""  # the executor's report status, once it ran
+
+    def run(self, facts: list[dict[str, Any]]) -> AnswerResponse:
+        plan = self.make_plan(facts)
+        tasks = PlanTaskRunners(question=self.turn.question, answerer=self.answerer, llm=self.llm, judge=self.judge,
+                                trace=self.trace, evidence=self.turn.evidence, llm_timeout_s=self.timeout_s)
+        results = self.execute(plan, tasks)
+        synthesizer = self.synthesizer()
+        conflicts = [c for r in results.values() for c in r.conflicts]
+        if conflicts:
+            return self.conflict_answer(results, conflicts, synthesizer)
+        return self.synthesize(plan, results, synthesizer)
+
+    # ------------------------------------------------------------------ steps
+    def make_plan(self, facts: list[dict[str, Any]]) -> Plan:
+        """A validated plan (repaired once), or ModeFailed."""
+        from cograg.control.planner import Planner
+
+        planner = Planner(RecordingLLM(self.llm, self.trace, purpose="plan"), self.turn.options.budget,
+                          timeout_s=self.timeout_s)
+        self.trace.prompt_versions[planner.prompt.name] = planner.prompt.version
+        outcome = guard(lambda: planner.plan(self.turn.question, facts), "R3")
+        self.trace.plan = {"outcome": outcome.model_dump(mode="json", exclude={"plan"})}
+        if outcome.plan is None:
+            self.turn.event("PLAN_FAILED", errors=outcome.errors[-2:])
+            raise ModeFailed(f"R3: no valid plan after repair ({'; '.join(outcome.errors)[:200]})")
+        self.trace.plan["plan"] = outcome.plan.model_dump()
+        self.turn.event("PLAN_READY", tasks=len(outcome.plan.sub_tasks))
+        return outcome.plan
+
+    def execute(self, plan: Plan, tasks: PlanTaskRunners) -> dict[int, TaskResult]:
+        """Run the DAG; the node table goes into the trace. ModeFailed when no node established anything."""
+        from cograg.control.executor import DAGExecutor
+
+        executor = DAGExecutor(tasks.runners(), self.turn.options.budget,
+                               on_event=lambda name, data: self.turn.event(name, **data))
+        report = executor.run(plan, self.turn.cancel)
+        results: dict[int, TaskResult] = dict(report.results)
+        deps = {s.id: s.dependencies for s in plan.sub_tasks}
+        self.trace.plan["report"] = report.model_dump(mode="json", exclude={"results"})
+        self.trace.plan["nodes"] = [
+            {"id": r.id, "kind": r.kind, "status": r.status, "duration_ms": r.duration_ms, "tokens": r.tokens,
+             "attempts": r.attempts, "error": r.error, "statement": r.statement, "deps": deps.get(r.id, []),
+             "chunk_ids": [c.chunk_id for c in r.citations], "events": tasks.node_events(r.id)}
+            for r in sorted(results.values(), key=lambda r: r.id)]
+        tasks.merge_sub_traces()
+        if not _done(results):
+            self.turn.event("EXECUTION_FAILED", status=report.status, reason=report.reason)
+            raise ModeFailed(f"R3: no task established anything ({report.status}: {report.reason})")
+        self.status = report.status
+        return results
+
+    def synthesizer(self) -> Any:
+        from cograg.control.synthesizer import Synthesizer
+
+        synthesizer = Synthesizer(RecordingLLM(self.llm, self.trace, purpose="synthesize"),
+                                  recording_verifier(self.answerer.verifier, self.trace), chunk_text=self.chunk_text,
+                                  max_sentences=self.turn.options.answer.max_sentences, timeout_s=self.timeout_s)
+        self.trace.prompt_versions[synthesizer.prompt.name] = synthesizer.prompt.version
+        return synthesizer
+
+    def synthesize(self, plan: Plan, results: dict[int, TaskResult], synthesizer: Any) -> AnswerResponse:
+        """One cited answer from the established statements, verified sentence by sentence."""
+        done = _done(results)
+        self.turn.event("EXECUTION_DONE", status=self.status, done=len(done),
+                        total=len(plan.sub_tasks))
+        synthesis = synthesizer.synthesize(self.turn.question, sorted(done, key=lambda r: r.id))
+        self.trace.plan["synthesis"] = synthesis.model_dump(mode="json", exclude={"citations", "claims"})
+        self.trace.verdicts += [c.model_dump() for c in synthesis.claims]
+        if not synthesis.answer:
+            self.turn.event("SYNTHESIS_FAILED", reason=synthesis.reason)
+            raise ModeFailed(f"R3: synthesis produced nothing ({synthesis.reason})")
+        self.turn.event("DRAFT_READY", method=synthesis.method, citations=len(synthesis.citations))
+        supported = [c for c in synthesis.claims if c.kept]
+        self.turn.event("VERIFIED", supported=len(supported), total=len(synthesis.claims), method=synthesis.method)
+        incomplete = [r.id for r in results.values() if r.status != "done"]
+        notes = [f"tasks without a verified result: {incomplete}"] if incomplete else []
+        if synthesis.method != "model":
+            notes.append(f"synthesis fell back to the task statements: {synthesis.reason}")
+        confidence = round(len(done) / max(1, len(plan.sub_tasks)) * (
+            len(supported) / max(1, len(synthesis.claims)) if synthesis.claims else 1.0), 3)
+        return AnswerResponse(answer=synthesis.answer, citations=synthesis.citations, fallback=False,
+                              confidence=confidence, grounded=True, route="MULTI_HOP", trace_id=self.trace.trace_id,
+                              claims=synthesis.claims, notes=notes)
+
+    def conflict_answer(self, results: dict[int, TaskResult], conflicts: list[dict[str, Any]],
+                        synthesizer: Any) -> AnswerResponse:
+        """D7: the sources disagree. The answer is both sides, each verified against its own source
+        and cited; the disagreement itself and the question back go into `clarification`."""
+        first = conflicts[0]
+        sides = synthesizer.statements(self.turn.question, [results[first["a"]], results[first["b"]]],
+                                       reason="sources disagree")
+        self.trace.verdicts += [c.model_dump() for c in sides.claims]
+        if not sides.answer:
+            raise ModeFailed("R3: conflicting statements did not survive verification")
+        # reported once both sides are verified: the turn ends here, asking the user
+        self.turn.event("CONFLICT_DETECTED", conflicts=conflicts[:4])
+        return AnswerResponse(answer=sides.answer, citations=sides.citations, fallback=False, confidence=0.5,
+                              grounded=True, route="MULTI_HOP", trace_id=self.trace.trace_id, claims=sides.claims,
+                              clarification=message("clarify.which_source", self.turn.lang),
+                              notes=[f"conflict between tasks {first['a']} and {first['b']}: {first.get('reason', '')}"])
+
+
+def _done(results: dict[int, TaskResult]) -> list[TaskResult]:
+    return [r for r in results.values() if r.status == "done" and r.statement]
+
+
+__all__ = ["PlannedMode"]

@@ -1,0 +1,123 @@
+"""One turn's context: its options, the evidence it has seen, and the wiring of its three
+observers, each with one job — the trace records what happened, the state machine decides where
+the turn is and what it does next, the event bus tells subscribers."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, Field, field_validator
+
+from cograg.trace import Trace, TraceEvent
+from cograg.config import AnswerConfig, ControlBudget, Settings
+from cograg.control.models import CancelToken, mode_name
+from cograg.orchestrator.events import BusEvent, EventBus
+from cograg.orchestrator.state_machine import State, TurnStateMachine
+from cograg.retrieval.models import SearchHit, SearchResult
+
+T = TypeVar("T")
+
+
+class TurnOptions(BaseModel):
+    """Per-turn settings: the answer contract (C) and the control budgets (D)."""
+
+    answer: AnswerConfig = Field(default_factory=AnswerConfig)
+    budget: ControlBudget = Field(default_factory=ControlBudget)
+    force_mode: str | None = Field(None, description="skip the router's choice (benchmarks, --mode): R0…R5")
+    use_llm_router: bool = Field(False, description="ask the model for routing scores too (routing.router_llm)")
+
+    @field_validator("force_mode")
+    @classmethod
+    def _full_mode_name(cls, v: str | None) -> str | None:
+        return None if v is None else mode_name(v)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> TurnOptions:
+        return cls(answer=settings.answer, budget=settings.control, use_llm_router=settings.routing.router_llm)
+
+
+class ModeFailed(Exception):
+    """A mode could not produce an answer; the orchestrator falls back to the next one."""
+
+
+def guard(fn: Callable[[], T], mode: str) -> T:
+    """Run one stage; a model, store or timeout error makes the mode fail (→ fallback)."""
+    from cograg.errors import CogragError
+    from cograg.models import ModelError
+
+    try:
+        return fn()
+    except (ModelError, CogragError, TimeoutError) as exc:
+        raise ModeFailed(f"{mode}: {type(exc).__name__}: {exc}") from exc
+
+
+class TurnEvidence:
+    """Every hit one turn has seen (reason tasks cite their inputs' chunks) and the turn's best
+    calibrated evidence score (R2 keeps the refusal floor over all its searches)."""
+
+    def __init__(self) -> None:
+        self.hits: dict[str, SearchHit] = {}
+        self.best: tuple[float | None, str | None] = (None, None)
+        self.searches: list[dict[str, Any]] = []
+
+    def recording(self, search: Callable[[str, int], SearchResult], k: int) -> Callable[[str], SearchResult]:
+        """`search` with k fixed, keeping every hit and the best calibrated score it returns."""
+        def recorded(query: str) -> SearchResult:
+            result = search(query, k)
+            self.searches.append({"query": query, "chunk_ids": [h.chunk_id for h in result.hits],
+                                  "evidence": result.evidence_score})
+            for h in result.hits:
+                self.hits.setdefault(h.chunk_id, h)
+            best, _ = self.best
+            if result.evidence_score is not None and (best is None or result.evidence_score > best):
+                self.best = (result.evidence_score, result.evidence_source)
+            return result
+        return recorded
+
+
+class Turn:
+    """The context of one turn. Stages report events into `trace` (`trace.event(...)`); each one
+    moves `machine` and goes onto `bus` with the state it led to."""
+
+    def __init__(self, question: str, options: TurnOptions, bus: EventBus, cancel: CancelToken,
+                 evidence: TurnEvidence | None = None) -> None:
+        self.question = question
+        self.options = options
+        self.cancel = cancel
+        self.bus = bus
+        self.evidence = evidence or TurnEvidence()
+        self.trace = Trace(question=question)
+        self.machine = TurnStateMachine()
+        self.started = time.perf_counter()
+        self.modes_tried: list[dict[str, Any]] = []
+        self.failure = ""  # why the last mode failed (the fallback step reports it)
+        self._lock = threading.Lock()  # plan tasks report from several threads
+        self.trace.states.append(State.IDLE.value)
+        self.trace.subscribe(self._on_event)
+
+    def _on_event(self, ev: TraceEvent) -> None:
+        with self._lock:
+            state = self.machine.handle(ev.name, ev.data)
+            if self.trace.states[-1] != state.value:
+                self.trace.states.append(state.value)
+        self.bus.publish(BusEvent(trace_id=self.trace.trace_id, name=ev.name, at_ms=ev.at_ms, state=state.value,
+                                  data=ev.data))
+
+    def event(self, name: str, **data: Any) -> None:
+        self.trace.event(name, **data)
+
+    @property
+    def elapsed_s(self) -> float:
+        return time.perf_counter() - self.started
+
+    @property
+    def lang(self) -> str:
+        from cograg.text import is_chinese
+
+        return "zh" if is_chinese(self.question) else "en"
+
+
+__all__ = ["ModeFailed", "Turn", "TurnEvidence", "TurnOptions", "guard"]

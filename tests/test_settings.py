@@ -1,0 +1,164 @@
+"""The settings tree (`cograg.config.Settings`): nested environment names, the flat names of
+earlier versions, Python arguments, `--set` assignments; and the engine's parts built from it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from cograg.components import Lazy, build_components
+from cograg.config import FLAT_ALIASES, SECTIONS, AnswerConfig, Settings
+from cograg.engine import Engine
+from cograg.errors import ConfigError
+from cograg.models.judge import LexicalJudge
+from cograg.models.llm import ScriptedLLM
+from tests.fakes import HashingEmbedder
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in list(os.environ):
+        if key.startswith("COGRAG_"):
+            monkeypatch.delenv(key)
+
+
+def test_defaults_are_the_calibrated_values() -> None:
+    s = Settings()
+    assert s.answer.min_evidence_cosine == 0.83 and s.answer.min_evidence_cosine_zh == 0.87
+    assert s.answer.min_evidence_rerank == 0.30
+    assert s.verification.min_supported_ratio == 0.5 and s.verification.min_claim_similarity == 0.72
+    assert s.control.max_nodes == 8 and s.control.grade_pass_threshold == 0.6
+    assert s.retrieval.retrieve_k == 50 and s.retrieval.fusion == "rrf"
+    assert s.models.llm == "default" and s.routing.router_llm is False
+    assert set(SECTIONS) == {"answer", "verification", "control", "routing", "retrieval", "models"}
+
+
+def test_nested_environment_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COGRAG_ANSWER__CONTEXT_BUDGET_TOKENS", "800")
+    monkeypatch.setenv("COGRAG_CONTROL__MAX_NODES", "4")
+    monkeypatch.setenv("COGRAG_RETRIEVAL__FUSION", "weighted")
+    monkeypatch.setenv("COGRAG_VERIFICATION__JUDGE", "lexical")
+    s = Settings()
+    assert s.answer.context_budget_tokens == 800 and s.control.max_nodes == 4
+    assert s.retrieval.fusion == "weighted" and s.verification.judge == "lexical"
+    assert s.answer.max_sentences == 5  # the rest of the section keeps its defaults
+
+
+def test_flat_environment_names_keep_working(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    env = {"COGRAG_STORE": str(tmp_path), "COGRAG_LLM": "fast", "COGRAG_EMBEDDER": "none",
+           "COGRAG_ROUTER_LLM": "1", "COGRAG_JUDGE": "lexical", "COGRAG_RERANKER": "llm",
+           "COGRAG_FUSION": "weighted", "COGRAG_RETRIEVE_K": "20", "COGRAG_MODEL_CACHE": str(tmp_path / "m")}
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    s = Settings()
+    assert s.store == tmp_path and s.models.llm == "fast" and s.models.embedder == "none"
+    assert s.routing.router_llm is True and s.verification.judge == "lexical"
+    assert s.retrieval.reranker == "llm" and s.retrieval.fusion == "weighted" and s.retrieval.retrieve_k == 20
+    assert s.model_cache_dir == tmp_path / "m"
+    assert all(f"COGRAG_{name.upper()}" for name in FLAT_ALIASES)
+
+
+def test_precedence_python_then_nested_env_then_flat_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COGRAG_LLM", "fast")
+    monkeypatch.setenv("COGRAG_MODELS__LLM", "gguf:/models/x.gguf")
+    assert Settings().models.llm == "gguf:/models/x.gguf"
+    assert Settings(llm="openai:http://h/v1").models.llm == "openai:http://h/v1"
+    assert Settings(models={"llm": "default"}).models.llm == "default"
+    # a section given in Python still takes the other keys' environment values
+    monkeypatch.setenv("COGRAG_ANSWER__MAX_SENTENCES", "3")
+    assert Settings(answer={"context_budget_tokens": 700}).answer.max_sentences == 3
+
+
+def test_python_api_takes_sections_as_dicts_or_models() -> None:
+    s = Settings(answer={"context_budget_tokens": 900}, control={"max_parallel": 2})
+    assert s.answer.context_budget_tokens == 900 and s.control.max_parallel == 2
+    assert Settings(answer=AnswerConfig(max_sentences=2)).answer.max_sentences == 2
+    with pytest.raises(ValidationError):
+        Settings(answer={"context_budget": 900})  # a misspelt key is an error, not ignored
+    with pytest.raises(ValidationError):
+        Settings(control={"max_nodes": 0})
+
+
+def test_set_assignments() -> None:
+    s = Settings().with_overrides(["answer.context_budget_tokens=800", "routing.router_llm=true",
+                                   "retrieval.vector_weight=0.25", "models.model_cache=null", "llm=fast"])
+    assert s.answer.context_budget_tokens == 800 and s.routing.router_llm is True
+    assert s.retrieval.vector_weight == 0.25 and s.models.model_cache is None and s.models.llm == "fast"
+    assert Settings().with_overrides({"control.max_nodes": 3}).control.max_nodes == 3
+    with pytest.raises(ConfigError, match="unknown setting 'answer.nope'"):
+        Settings().with_overrides(["answer.nope=1"])
+    with pytest.raises(ConfigError, match="not a section"):
+        Settings().with_overrides(["nope.key=1"])
+    with pytest.raises(ConfigError, match="section.key=value"):
+        Settings().with_overrides(["answer.max_sentences"])
+    with pytest.raises(ValidationError):
+        Settings().with_overrides(["answer.max_sentences=many"])
+
+
+def test_components_load_nothing_until_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import cograg.models.embedder as embedders
+    import cograg.models.llm as llms
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a model was loaded")
+    monkeypatch.setattr(llms, "get_llm", refuse)
+    monkeypatch.setattr(embedders, "get_embedder", refuse)
+    with Engine.open(tmp_path / "store") as engine:
+        assert engine.documents() == []
+        assert engine.search("anything", mode="bm25").hits == []  # keyword search needs no embedder
+        parts = engine.components
+        assert not parts.llm.built and not parts.judge.built and not parts.embedder.built
+
+
+def test_engine_parts_come_through_the_factory(tmp_path: Path) -> None:
+    llm, judge = ScriptedLLM([]), LexicalJudge()
+    settings = Settings(answer={"context_budget_tokens": 500}, verification={"min_supported_ratio": 0.9})
+    with Engine.open(tmp_path / "store", settings=settings, llm=llm, judge=judge,
+                     embedder=HashingEmbedder()) as engine:
+        assert engine.components.llm.get() is llm and engine.components.judge.get() is judge
+        # the injected embedder, once used, is the store's indexing embedder too
+        embedder = engine.components.embedder.get()
+        assert isinstance(embedder, HashingEmbedder) and engine.store.indexer.embedder is embedder
+        answerer = engine.answerer()
+        assert answerer.config.context_budget_tokens == 500 and answerer.verification.min_supported_ratio == 0.9
+        assert answerer.llm is llm and answerer.verifier.judge is judge
+    with pytest.raises(TypeError, match="unknown component"):
+        build_components(settings, reranker_model=None)
+
+
+def test_lazy_builds_once() -> None:
+    calls: list[int] = []
+    lazy = Lazy(lambda: calls.append(1) or len(calls))
+    assert not lazy.built
+    assert lazy.get() == 1 and lazy.get() == 1 and calls == [1] and lazy.built
+    assert Lazy.of("x").built and Lazy.of("x").get() == "x"
+
+
+def test_unknown_judge_is_a_config_error(tmp_path: Path) -> None:
+    with Engine.open(tmp_path / "store", settings=Settings(verification={"judge": "oracle"})) as engine:
+        with pytest.raises(ConfigError, match="unknown judge"):
+            engine.components.judge.get()
+
+
+def test_cli_set_option_reaches_the_settings(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    import cograg.cli as cli
+
+    seen: list[Settings] = []
+    real_open = Engine.open
+
+    def spy(*args, settings: Settings, **kwargs):
+        seen.append(settings)
+        return real_open(*args, settings=settings, **kwargs)
+    monkeypatch.setattr(cli.Engine, "open", spy)
+    monkeypatch.setenv("COGRAG_EMBEDDER", "none")
+    store = tmp_path / "store"
+    res = CliRunner().invoke(cli.app, ["ingest", str(tmp_path / "nothing-here"), "--store", str(store),
+                                       "--set", "answer.max_sentences=2", "--set", "retrieval.rrf_k=10"])
+    assert seen and seen[0].answer.max_sentences == 2 and seen[0].retrieval.rrf_k == 10, res.output
+    bad = CliRunner().invoke(cli.app, ["search", "x", "--store", str(store), "--set", "answer.nope=1"])
+    assert bad.exit_code == 1 and "unknown setting 'answer.nope'" in bad.stderr
