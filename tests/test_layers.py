@@ -57,7 +57,7 @@ def test_no_package_imports_one_that_imports_it_back() -> None:
 def test_shared_modules_sit_below_their_users() -> None:
     graph = import_graph()
     assert "ingest" not in graph["index"]  # the store keeps cograg.documents types, not ingest's
-    for shared in ("text", "documents", "trace", "questions"):
-        assert graph[shared] <= {"text", "errors"}, (shared, graph[shared])
+    for shared in ("text", "documents", "trace", "questions", "messages"):
+        assert graph[shared] <= {"text", "errors", "messages"}, (shared, graph[shared])
     for stage in ("answer", "control", "retrieval", "index", "models", "ingest"):
         assert "orchestrator" not in graph[stage] and "engine" not in graph[stage], stage
