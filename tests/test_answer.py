@@ -19,8 +19,9 @@ from cograg.engine import Engine
 from cograg.index.indexing import ChunkIndexer
 from cograg.index.sqlite_store import SQLiteStore
 from cograg.models.judge import JudgeVerdict, LexicalJudge, LLMJudge, LLMRelevanceReranker
-from cograg.models.llm import LLMOutputError, LLMTimeout, ScriptedLLM
+from cograg.models.llm import LLMOutputError, LLMTimeout
 from cograg.retrieval.packing import ContextBlock
+from cograg.testing import ScriptedLLM
 from tests.fakes import HashingEmbedder
 
 DOCS = {

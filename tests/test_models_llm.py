@@ -22,7 +22,6 @@ from pydantic import BaseModel, Field
 
 from cograg.errors import CogragError
 from cograg.models import ModelError
-from cograg.models import llm as llm_mod
 from cograg.models import model_files
 from cograg.models.llm import (
     LLM,
@@ -33,12 +32,13 @@ from cograg.models.llm import (
     LLMUnavailable,
     LlamaCppLLM,
     OpenAICompatLLM,
-    ScriptedLLM,
     get_llm,
     parse_json_output,
     repair_json,
 )
+from cograg.models.llm.llama_cpp import _default_threads
 from cograg.models.model_files import ModelProfile, ensure_model, verify_file
+from cograg.testing import ScriptedLLM
 
 
 class Answer(BaseModel):
@@ -800,7 +800,7 @@ def _free_port() -> int:
 def test_llamacpp_server_with_openai_client(fast_model_path, tmp_path):
     pytest.importorskip("llama_cpp.server.app")
     port = _free_port()
-    threads = llm_mod._default_threads()
+    threads = _default_threads()
     log = open(tmp_path / "server.log", "wb")
     proc = subprocess.Popen(
         [sys.executable, "-m", "llama_cpp.server", "--model", str(fast_model_path), "--host", "127.0.0.1",

@@ -16,7 +16,8 @@ from cograg.answer.contract import Citation
 from cograg.control.executor import DAGExecutor, ExecutionReport, merge_evidence
 from cograg.control.models import CancelToken, ControlBudget, Plan, SubTask, TaskResult
 from cograg.control.planner import PlanError, Planner, check_grounded, sink_ids, validate_plan
-from cograg.models.llm import LLMTimeout, LLMUnavailable, ScriptedLLM
+from cograg.models.llm import LLMTimeout, LLMUnavailable
+from cograg.testing import ScriptedLLM
 
 BUDGET = ControlBudget()
 
