@@ -34,7 +34,6 @@ from cograg.models.llm import (
     OpenAICompatLLM,
     get_llm,
     parse_json_output,
-    repair_json,
 )
 from cograg.models.llm.llama_cpp import _default_threads
 from cograg.models.model_files import ModelProfile, ensure_model, verify_file
@@ -100,8 +99,21 @@ def test_parse_single_quotes_and_python_literals():
 
 
 def test_repair_leaves_double_quoted_strings_alone():
+    class Pair(BaseModel):
+        a: str
+        b: list[int]
+
     src = '{"a": "x, } True \'y\'", "b": [1, 2,]}'
-    assert json.loads(repair_json(src)) == {"a": "x, } True 'y'", "b": [1, 2]}
+    assert parse_json_output(src, Pair) == Pair(a="x, } True 'y'", b=[1, 2])
+
+
+def test_parse_repairs_a_truncated_object():
+    assert parse_json_output('{"city": "Paris", "country": "Fra', Answer) == Answer(city="Paris", country="Fra")
+
+
+def test_parse_takes_the_object_that_fits_among_several():
+    text = 'Options: {"x": 1}. Answer: {"city": "Paris", "country": "France"}'
+    assert parse_json_output(text, Answer) == Answer(city="Paris", country="France")
 
 
 def test_parse_cjk_content():

@@ -20,7 +20,6 @@ from cograg.models.llm.factory import LLM_SPECS, OPENAI_KEY_ENV, get_llm
 from cograg.models.llm.json_output import (
     json_instruction,
     parse_json_output,
-    repair_json,
     retry_message,
     with_json_instruction,
 )
@@ -56,7 +55,6 @@ __all__ = [
     "get_llm",
     "json_instruction",
     "parse_json_output",
-    "repair_json",
     "retry_message",
     "simple_token_count",
     "with_json_instruction",

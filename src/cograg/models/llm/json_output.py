@@ -2,17 +2,19 @@
 its answer, and `chat_json` with one corrective retry, shared by every backend (`JSONChatMixin`).
 
 Model output is never trusted raw: JSON is constrained where the backend can (llama.cpp grammars,
-OpenAI `response_format`) and always validated and, if needed, repaired (`parse_json_output`); an
+OpenAI `response_format`) and always validated and, if needed, repaired with json_repair (`parse_json_output`); an
 answer that still does not fit the schema is retried once with the validation error shown to the
 model, then LLMOutputError.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-import re
 import time
+from typing import Any
 
+import json_repair
 from pydantic import BaseModel, ValidationError
 
 from cograg.models.llm.types import (
@@ -28,153 +30,78 @@ from cograg.models.llm.types import (
     summarise_validation,
 )
 
-_FENCE_RE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[ \t]*\r?\n?(.*?)```", re.S)
+_STRICT = json.JSONDecoder(strict=False)  # control characters inside strings are fine
 
 
-def _balanced(text: str, start: int) -> str | None:
-    """The balanced {...} / [...] starting at text[start], honouring quoted strings."""
-    open_ch = text[start]
-    close_ch = "}" if open_ch == "{" else "]"
-    depth = 0
-    quote: str | None = None
-    last = ""  # last non-blank character outside strings
-    i = start
-    while i < len(text):
-        c = text[i]
-        if quote:
-            if c == "\\":
-                i += 2
-                continue
-            if c == quote:
-                quote = None
-                last = c
-        elif c == '"' or (c == "'" and last in ("{", "[", ",", ":")):
-            # a single quote only opens a string where a key or value can start
-            quote = c
-        elif c == open_ch:
-            depth += 1
-        elif c == close_ch:
-            depth -= 1
-            if depth == 0:
-                return text[start : i + 1]
-        if not quote and not c.isspace():
-            last = c
-        i += 1
-    return None
+def _embedded_json(text: str) -> list[Any]:
+    """Well-formed JSON values in `text`: the one starting at its first `{` and at its first `[`.
 
-
-def _candidates(text: str) -> list[str]:
-    """Substrings of a model answer that may hold the JSON object, most likely first."""
-    t = text.strip()
-    out = [t]
-    for m in _FENCE_RE.finditer(t):
-        out.append(m.group(2).strip())
-    if t.startswith("```"):  # an unterminated fence: drop the opening line
-        out.append(t.split("\n", 1)[1].strip() if "\n" in t else "")
-    for opener in "{[":
-        pos = t.find(opener)
-        tried = 0
-        while pos != -1 and tried < 3:
-            obj = _balanced(t, pos)
-            if obj is not None:
-                out.append(obj)
-                break
-            pos = t.find(opener, pos + 1)
-            tried += 1
-    seen: set[str] = set()
-    return [c for c in out if c and not (c in seen or seen.add(c))]
-
-
-def repair_json(text: str) -> str:
-    """Fix common near-JSON: trailing commas, single-quoted strings, Python True/False/None.
-
-    Only touches text outside double-quoted strings, so string contents are never changed.
+    Catches the common case of valid JSON wrapped in prose or code fences without any repair, so
+    a schema mismatch in it is reported as such rather than as a syntax problem.
     """
-    out: list[str] = []
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if c == '"':
-            j = i + 1
-            while j < n and text[j] != '"':
-                j += 2 if text[j] == "\\" else 1
-            out.append(text[i : j + 1])
-            i = j + 1
-        elif c == "'":
-            j = i + 1
-            buf: list[str] = []
-            while j < n and text[j] != "'":
-                if text[j] == "\\" and j + 1 < n:
-                    nxt = text[j + 1]
-                    buf.append("'" if nxt == "'" else "\\" + nxt)
-                    j += 2
-                    continue
-                buf.append('\\"' if text[j] == '"' else text[j])
-                j += 1
-            if j >= n:  # unterminated: leave as is
-                out.append(text[i:])
-                break
-            out.append('"' + "".join(buf) + '"')
-            i = j + 1
-        elif c == ",":
-            j = i + 1
-            while j < n and text[j] in " \t\r\n":
-                j += 1
-            if j < n and text[j] in "}]":
-                i += 1  # trailing comma
-                continue
-            out.append(c)
-            i += 1
-        elif c.isalpha() or c == "_":
-            j = i
-            while j < n and (text[j].isalnum() or text[j] == "_"):
-                j += 1
-            word = text[i:j]
-            out.append({"True": "true", "False": "false", "None": "null"}.get(word, word))
-            i = j
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
+    values = []
+    for opener in "{[":
+        pos = text.find(opener)
+        if pos != -1:
+            with contextlib.suppress(json.JSONDecodeError):
+                values.append(_STRICT.raw_decode(text, pos)[0])
+    return values
+
+
+def _repaired_json(text: str) -> list[Any]:
+    """The JSON json_repair recovers from `text`, as candidate values, objects first.
+
+    json_repair skips prose and code fences and fixes near-JSON (trailing commas, single quotes,
+    Python literals, missing closing brackets); when the text holds several JSON values it returns
+    them as a list, and each object in it is a candidate too.
+    """
+    value = json_repair.loads(text)
+    if value == "":  # json_repair's answer for "no JSON in there"
+        return []
+    if isinstance(value, list):
+        return [*(v for v in value if isinstance(v, dict)), value]
+    return [value]
+
+
+def _syntax_error(text: str) -> str:
+    """Why `text` (from its first bracket on) is not plain JSON, for the error shown to the model."""
+    starts = [p for p in (text.find("{"), text.find("[")) if p != -1]
+    try:
+        _STRICT.raw_decode(text, min(starts, default=0))
+    except json.JSONDecodeError as exc:
+        return f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+    return "no JSON value could be read"  # pragma: no cover - the caller found none well-formed
 
 
 def parse_json_output(text: str, schema: type[T]) -> T:
-    """The first JSON object in a model answer, validated as `schema`.
+    """The JSON object in a model answer, validated as `schema`.
 
-    Accepts a bare object, one inside ``` fences, or one with prose around it; repairs trailing
-    commas, single quotes and Python literals. Raises LLMOutputError (with `.raw` and `.error`)
-    when nothing in the text is a valid `schema`.
+    Accepts a bare object, one inside ``` fences, or one with prose around it; near-JSON is
+    repaired by json_repair. Raises LLMOutputError (with `.raw` and `.error`) when nothing in the
+    text is a valid `schema`.
     """
     check_schema(schema)
     raw = text if isinstance(text, str) else ""
     if not raw.strip():
         raise LLMOutputError("the model returned an empty answer, expected a JSON object", raw=raw,
                              error="the answer was empty; a JSON object was expected")
-    validation: ValidationError | None = None
-    parse_error: str | None = None
-    tried: set[str] = set()
-    for cand in _candidates(raw):
-        for variant in (cand, repair_json(cand)):
-            if variant in tried:
-                continue
-            tried.add(variant)
-            try:
-                obj = json.loads(variant, strict=False)
-            except json.JSONDecodeError as exc:
-                parse_error = parse_error or f"{exc.msg} at line {exc.lineno} column {exc.colno}"
-                continue
-            try:
-                return schema.model_validate(obj)
-            except ValidationError as exc:
-                validation = validation or exc
     name = schema.__name__
-    if validation is not None:
-        detail = summarise_validation(validation)
-        raise LLMOutputError(f"the model's JSON does not match {name}: {detail}", raw=raw, error=detail)
     if "{" not in raw:
         detail = "the answer contains no JSON object"
-    else:
-        detail = f"the answer is not valid JSON ({parse_error})"
+        raise LLMOutputError(f"the model's answer is not a JSON object for {name}: {detail}", raw=raw, error=detail)
+    well_formed = _embedded_json(raw)
+    validation: ValidationError | None = None
+    for value in [*well_formed, *_repaired_json(raw)]:
+        try:
+            return schema.model_validate(value)
+        except ValidationError as exc:
+            validation = validation or exc
+    if well_formed and validation is not None:
+        detail = summarise_validation(validation)
+        raise LLMOutputError(f"the model's JSON does not match {name}: {detail}", raw=raw, error=detail)
+    detail = f"the answer is not valid JSON ({_syntax_error(raw)})"
+    if validation is not None:
+        detail += f" and, repaired, does not match the schema: {summarise_validation(validation)}"
     raise LLMOutputError(f"the model's answer is not a JSON object for {name}: {detail}", raw=raw, error=detail)
 
 
