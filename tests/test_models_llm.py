@@ -266,7 +266,8 @@ def test_chat_json_timeout_budget_covers_the_retry():
 
 
 class _FakeOpenAI(http.server.BaseHTTPRequestHandler):
-    """A small OpenAI-compatible server. `server.mode`: ok | 500 | nonjson | 401 | badpayload."""
+    """A small OpenAI-compatible server. `server.mode`: ok | 500 | nonjson | 401 | badpayload | nostream
+    (answers a streaming request with one JSON body, as some servers do)."""
 
     def log_message(self, *args: Any) -> None:  # keep test output clean
         pass
@@ -287,7 +288,8 @@ class _FakeOpenAI(http.server.BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         srv = self.server
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-        srv.requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
+        srv.requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization"),
+                             "org": self.headers.get("OpenAI-Organization")})
         if srv.mode == "500":
             return self._send(500, b'{"error": {"message": "model crashed"}}')
         if srv.mode == "401":
@@ -305,7 +307,7 @@ class _FakeOpenAI(http.server.BaseHTTPRequestHandler):
                 msg = {"error": {"message": "1 validation error:\n response_format.type: Input should be 'text' or 'json_object'"}}
             return self._send(status, json.dumps(msg).encode())
         content = srv.reply(body)
-        if body.get("stream"):
+        if body.get("stream") and srv.mode != "nostream":
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.end_headers()
@@ -366,12 +368,29 @@ def test_openai_chat_discovers_model_and_reads_usage():
         assert client.name == "openai:fake-model"
 
 
+def test_openai_sends_only_the_key_it_was_given(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-meant-for-openai")
+    monkeypatch.setenv("OPENAI_ORG_ID", "org-x")
+    with fake_openai() as srv:
+        OpenAICompatLLM(srv.base_url, model="m1", timeout_s=5).chat(USER)
+        OpenAICompatLLM(srv.base_url, model="m1", api_key="mine", timeout_s=5).chat(USER)
+        assert [r["auth"] for r in srv.requests] == [None, "Bearer mine"]
+        assert [r["org"] for r in srv.requests] == [None, None]
+
+
 def test_openai_stream_sse():
     with fake_openai() as srv:
         client = OpenAICompatLLM(srv.base_url + "/", model="m1", timeout_s=5)
         deltas = list(client.stream(USER))
         assert len(deltas) > 3 and "".join(deltas) == "The capital of France is Paris."
         assert srv.requests[-1]["body"]["stream"] is True and srv.requests[-1]["body"]["model"] == "m1"
+
+
+def test_openai_stream_from_a_server_that_does_not_stream():
+    with fake_openai("nostream") as srv:
+        client = OpenAICompatLLM(srv.base_url, model="m1", timeout_s=5)
+        assert list(client.stream(USER)) == ["The capital of France is Paris."]
+        assert srv.requests[-1]["body"]["stream"] is True
 
 
 @pytest.mark.parametrize("reject_status", [400, 422, 500])
@@ -502,7 +521,7 @@ def test_get_llm_openai_spec_is_cached(tmp_path, monkeypatch):
     a = get_llm("openai:http://127.0.0.1:9/v1#my-model", cache_dir=tmp_path)
     b = get_llm(" openai: http://127.0.0.1:9/v1#my-model", cache_dir=tmp_path)
     assert isinstance(a, OpenAICompatLLM) and a is b and a.model == "my-model"
-    assert a._client.headers["Authorization"] == "Bearer k"
+    assert a._client.api_key == "k"
     get_llm.cache_clear()
 
 

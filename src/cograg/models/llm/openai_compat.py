@@ -1,4 +1,5 @@
-"""`OpenAICompatLLM`: any OpenAI-compatible chat endpoint (vLLM, Ollama, llama.cpp server, hosted APIs)."""
+"""`OpenAICompatLLM`: any OpenAI-compatible chat endpoint (vLLM, Ollama, llama.cpp server, hosted APIs),
+through the official openai SDK (`base_url` pointed at the endpoint)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from cograg.models import ModelError
-from cograg.models._local import openai_http_client
+from cograg.models._local import openai_client
 from cograg.models.llm.json_output import JSONChatMixin
 from cograg.models.llm.types import (
     ChatMessage,
@@ -31,10 +32,24 @@ from cograg.models.llm.types import (
 # response_format variants, most constrained first. The first that the endpoint accepts is kept.
 _JSON_MODES = ("json_schema", "json_object_schema", "json_object", "prompt")
 _FORMAT_WORDS = ("response_format", "response format", "json_schema", "json_object", "guided_json")
+_CHAT_PATH = "/chat/completions"
+
+
+def _cause_name(exc: BaseException) -> str:
+    """The class name of the transport error behind an SDK error (httpx's ConnectError, ...)."""
+    return type(exc.__cause__).__name__ if exc.__cause__ is not None else ""
+
+
+def _count(value: Any) -> int | None:
+    """A token count from the server's `usage`, None when it sent none (or nonsense)."""
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
 
 
 class OpenAICompatLLM(JSONChatMixin):
-    """Any OpenAI-compatible `POST {base_url}/chat/completions` endpoint.
+    """Any OpenAI-compatible `POST {base_url}/chat/completions` endpoint, through the openai SDK.
 
     vLLM, Ollama, llama.cpp server, llama-cpp-python's server, hosted APIs. `model=None` uses the
     first model listed by `GET {base_url}/models`. `chat_json` asks for
@@ -42,7 +57,8 @@ class OpenAICompatLLM(JSONChatMixin):
     naming the response format) it falls back to `{"type": "json_object", "schema": ...}`
     (llama-cpp-python, Anyscale), then plain JSON mode, then the schema in the prompt only, and
     remembers what worked. The output is validated either way. `stream` reads server-sent events.
-    Token counts come from the server's `usage`, or are estimated when it sends none.
+    Token counts come from the server's `usage`, or are estimated when it sends none. SDK and
+    transport errors become LLMUnavailable / LLMRequestRejected / LLMTimeout (`_errors`).
     """
 
     def __init__(
@@ -52,8 +68,6 @@ class OpenAICompatLLM(JSONChatMixin):
         api_key: str | None = None,
         timeout_s: float = 60,
     ) -> None:
-        import httpx
-
         base = (base_url or "").strip().rstrip("/")
         if not base.startswith(("http://", "https://")):
             raise ModelError(f"the LLM endpoint must be an http(s) URL, got {base_url!r}")
@@ -64,8 +78,7 @@ class OpenAICompatLLM(JSONChatMixin):
         self._model = (model or "").strip() or None
         self._json_mode: int = 0
         self._lock = threading.Lock()
-        self._httpx = httpx
-        self._client = openai_http_client(self.timeout_s, api_key)
+        self._client, self._headers = openai_client(base, api_key, self.timeout_s)
 
     # -- identity --------------------------------------------------------------------
     @property
@@ -84,25 +97,37 @@ class OpenAICompatLLM(JSONChatMixin):
         """An estimate (the OpenAI API has no tokenizer endpoint)."""
         return simple_token_count(text)
 
-    # -- HTTP ------------------------------------------------------------------------
+    # -- errors ----------------------------------------------------------------------
     @contextlib.contextmanager
-    def _request(self, method: str, path: str, body: Any, timeout_s: float) -> Iterator[Any]:
-        httpx = self._httpx
+    def _errors(self, path: str, timeout_s: float, *, streaming: bool = False) -> Iterator[None]:
+        """The SDK's exceptions as cograg errors, on one line, naming the URL."""
+        import openai
+
         url = f"{self.base_url}{path}"
         try:
-            with self._client.stream(method, url, json=body, timeout=httpx.Timeout(timeout_s)) as resp:
-                if resp.status_code >= 400:
-                    resp.read()
-                    raise self._status_error(url, resp)
-                yield resp
-        except httpx.ConnectTimeout as exc:
-            raise LLMUnavailable(f"cannot reach the LLM endpoint {url} (no connection within {timeout_s:g} s)") from exc
-        except httpx.TimeoutException as exc:
+            yield
+        except openai.APITimeoutError as exc:
+            if _cause_name(exc) == "ConnectTimeout":
+                raise LLMUnavailable(
+                    f"cannot reach the LLM endpoint {url} (no connection within {timeout_s:g} s)"
+                ) from exc
             raise LLMTimeout(f"the LLM endpoint {url} did not answer within {timeout_s:g} s") from exc
-        except httpx.ConnectError as exc:
-            raise LLMUnavailable(f"cannot connect to the LLM endpoint {url} ({exc}); is the server running?") from exc
-        except httpx.HTTPError as exc:
-            raise LLMUnavailable(f"request to the LLM endpoint {url} failed: {type(exc).__name__}: {exc}") from exc
+        except openai.APIConnectionError as exc:
+            if _cause_name(exc) == "ConnectError":
+                raise LLMUnavailable(
+                    f"cannot connect to the LLM endpoint {url} ({exc.__cause__}); is the server running?"
+                ) from exc
+            cause = exc.__cause__ or exc
+            raise LLMUnavailable(
+                f"request to the LLM endpoint {url} failed: {type(cause).__name__}: {cause}"
+            ) from exc
+        except openai.APIStatusError as exc:
+            raise self._status_error(url, exc.response) from None
+        except openai.APIError as exc:  # an error event inside a stream
+            raise LLMUnavailable(f"the LLM endpoint {url} reported an error while streaming: {exc.message}") from None
+        except json.JSONDecodeError as exc:
+            what = "sent a malformed stream event" if streaming else "did not return JSON (is it an OpenAI-compatible API?)"
+            raise LLMUnavailable(f"the LLM endpoint {url} {what}: {exc}") from None
 
     @staticmethod
     def _detail(resp: Any) -> str:
@@ -142,79 +167,74 @@ class OpenAICompatLLM(JSONChatMixin):
             f"the LLM endpoint {url} rejected the request with HTTP {status}: {detail}", status=status, detail=detail
         )
 
-    def _read_json(self, method: str, path: str, body: Any, timeout_s: float) -> Any:
-        deadline = time.monotonic() + timeout_s
-        url = f"{self.base_url}{path}"
-        with self._request(method, path, body, timeout_s) as resp:
-            buf = bytearray()
-            for chunk in resp.iter_bytes():
-                buf.extend(chunk)
-                if time.monotonic() > deadline:
-                    raise LLMTimeout(f"the LLM endpoint {url} did not finish answering within {timeout_s:g} s")
-        try:
-            return json.loads(bytes(buf))
-        except ValueError:
-            snippet = bytes(buf[:120]).decode("utf-8", errors="replace")
-            raise LLMUnavailable(
-                f"the LLM endpoint {url} did not return JSON (is it an OpenAI-compatible API?): {snippet!r}"
-            ) from None
-
+    # -- requests --------------------------------------------------------------------
     def _discover_model(self) -> str:
         url = f"{self.base_url}/models"
-        payload = self._read_json("GET", "/models", None, min(self.timeout_s, 30.0))
+        timeout = min(self.timeout_s, 30.0)
+        with self._errors("/models", timeout):
+            page = self._client.models.list(timeout=timeout, extra_headers=self._headers)
         try:
-            models = [m["id"] for m in payload["data"] if isinstance(m.get("id"), str)]
-        except (TypeError, KeyError, AttributeError):
+            models = [m.id for m in page.data if isinstance(getattr(m, "id", None), str)]
+        except (TypeError, AttributeError):  # not a model list (the SDK hands back non-JSON as text)
             raise LLMUnavailable(f"{url} returned an unexpected payload; give the model as #name") from None
         if not models:
             raise LLMUnavailable(f"{url} lists no model; give the model as #name")
         return models[0]
 
-    def _body(self, messages: list[ChatMessage], max_tokens: int, temperature: float, stop: list[str] | None) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "model": self.model,
-            "messages": [m.model_dump() for m in messages],
-            "max_tokens": max_tokens,
-            "temperature": float(temperature),
-        }
-        if stop:
-            body["stop"] = list(stop)
-        return body
+    def _create(self, messages: list[ChatMessage], timeout_s: float, *, streaming: bool = False,
+                **params: Any) -> Any:
+        """`chat.completions.create` for `messages` (the model is discovered first if needed)."""
+        model = self.model
+        with self._errors(_CHAT_PATH, timeout_s, streaming=streaming):
+            return self._client.chat.completions.create(
+                model=model,
+                messages=[m.model_dump() for m in messages],
+                timeout=timeout_s,
+                extra_headers=self._headers,
+                **params,
+            )
 
-    def _parse(self, payload: Any, messages: list[ChatMessage], start: float) -> LLMResponse:
-        url = f"{self.base_url}/chat/completions"
+    @staticmethod
+    def _params(max_tokens: int, temperature: float, stop: list[str] | None) -> dict[str, Any]:
+        params: dict[str, Any] = {"max_tokens": max_tokens, "temperature": float(temperature)}
+        if stop:
+            params["stop"] = list(stop)
+        return params
+
+    def _response(self, completion: Any, messages: list[ChatMessage], start: float) -> LLMResponse:
+        """An LLMResponse from a parsed completion (the SDK builds it without validating it)."""
+        url = f"{self.base_url}{_CHAT_PATH}"
+        if isinstance(completion, str):  # the SDK hands back a body that is not JSON as text
+            raise LLMUnavailable(
+                f"the LLM endpoint {url} did not return JSON (is it an OpenAI-compatible API?): {completion[:120]!r}"
+            )
         try:
-            choice = payload["choices"][0]
-            message = choice.get("message") or {}
-            text = message.get("content")
+            choice = completion.choices[0]
+            text = choice.message.content
             if text is None:
                 text = ""
             if not isinstance(text, str):
                 raise TypeError("content is not a string")
         except (TypeError, KeyError, IndexError, AttributeError) as exc:
-            raise LLMUnavailable(f"the LLM endpoint {url} returned an unexpected payload (no choices[0].message): {exc}") from None
-        usage = payload.get("usage") if isinstance(payload.get("usage"), dict) else {}
-        try:
-            prompt_tokens = int(usage.get("prompt_tokens"))
-        except (TypeError, ValueError):
-            prompt_tokens = sum(self.count_tokens(m.content) for m in messages)
-        try:
-            completion_tokens = int(usage.get("completion_tokens"))
-        except (TypeError, ValueError):
-            completion_tokens = self.count_tokens(text)
+            raise LLMUnavailable(
+                f"the LLM endpoint {url} returned an unexpected payload (no choices[0].message): {exc}"
+            ) from None
+        usage = getattr(completion, "usage", None)
+        prompt_tokens = _count(getattr(usage, "prompt_tokens", None))
+        completion_tokens = _count(getattr(usage, "completion_tokens", None))
         return LLMResponse(
             text=text,
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
+            prompt_tokens=sum(self.count_tokens(m.content) for m in messages) if prompt_tokens is None else prompt_tokens,
+            completion_tokens=self.count_tokens(text) if completion_tokens is None else completion_tokens,
             duration_ms=elapsed_ms(start),
-            model=str(payload.get("model") or self.model),
-            finish_reason=str(choice.get("finish_reason") or "stop"),
+            model=str(getattr(completion, "model", None) or self.model),
+            finish_reason=str(getattr(choice, "finish_reason", None) or "stop"),
         )
 
-    def _post_chat(self, messages: list[ChatMessage], body: dict[str, Any], timeout_s: float | None) -> LLMResponse:
+    def _post_chat(self, messages: list[ChatMessage], params: dict[str, Any], timeout_s: float | None) -> LLMResponse:
         start = time.monotonic()
-        payload = self._read_json("POST", "/chat/completions", body, timeout_s or self.timeout_s)
-        return self._parse(payload, messages, start)
+        completion = self._create(messages, timeout_s or self.timeout_s, **params)
+        return self._response(completion, messages, start)
 
     # -- LLM protocol ----------------------------------------------------------------
     def chat(
@@ -228,7 +248,7 @@ class OpenAICompatLLM(JSONChatMixin):
     ) -> LLMResponse:
         check_chat_args(max_tokens, temperature, timeout_s)
         msgs = coerce_messages(messages)
-        return self._post_chat(msgs, self._body(msgs, max_tokens, temperature, stop), timeout_s)
+        return self._post_chat(msgs, self._params(max_tokens, temperature, stop), timeout_s)
 
     def stream(
         self,
@@ -240,52 +260,45 @@ class OpenAICompatLLM(JSONChatMixin):
     ) -> Iterator[str]:
         check_chat_args(max_tokens, temperature, timeout_s)
         msgs = coerce_messages(messages)
-        body = self._body(msgs, max_tokens, temperature, None)
-        body["stream"] = True
-        return self._stream(body, timeout_s or self.timeout_s)
+        return self._stream(msgs, self._params(max_tokens, temperature, None), timeout_s or self.timeout_s)
 
-    def _stream(self, body: dict[str, Any], timeout_s: float) -> Iterator[str]:
-        url = f"{self.base_url}/chat/completions"
+    def _stream(self, msgs: list[ChatMessage], params: dict[str, Any], timeout_s: float) -> Iterator[str]:
+        url = f"{self.base_url}{_CHAT_PATH}"
         deadline = time.monotonic() + timeout_s
-        with self._request("POST", "/chat/completions", body, timeout_s) as resp:
-            ctype = resp.headers.get("content-type", "")
-            if "text/event-stream" not in ctype:
+        stream = self._create(msgs, timeout_s, streaming=True, stream=True, **params)
+        with contextlib.closing(stream):
+            if "text/event-stream" not in stream.response.headers.get("content-type", ""):
                 # Some servers ignore "stream": true and answer with one JSON body.
-                resp.read()
-                try:
-                    payload = resp.json()
-                except ValueError:
-                    raise LLMUnavailable(
-                        f"the LLM endpoint {url} did not return an event stream or JSON: {resp.text[:120]!r}"
-                    ) from None
-                text = self._parse(payload, [], time.monotonic()).text
+                text = self._unstreamed_text(stream.response, url)
                 if text:
                     yield text
                 return
-            for line in resp.iter_lines():
-                if time.monotonic() > deadline:
-                    raise LLMTimeout(f"the LLM endpoint {url} did not finish streaming within {timeout_s:g} s")
-                line = line.strip()
-                if not line.startswith("data:"):
-                    continue  # blank separators, comments (":"), "event:", "id:"
-                data = line[5:].strip()
-                if data == "[DONE]":
-                    return
-                try:
-                    event = json.loads(data)
-                except ValueError:
-                    raise LLMUnavailable(f"the LLM endpoint {url} sent a malformed stream event: {data[:120]!r}") from None
-                if isinstance(event, dict) and event.get("error"):
-                    err = event["error"]
-                    msg = err.get("message") if isinstance(err, dict) else err
-                    raise LLMUnavailable(f"the LLM endpoint {url} reported an error while streaming: {msg}")
-                try:
-                    choices = event.get("choices") or []
-                    delta = (choices[0].get("delta") or {}).get("content") if choices else None
-                except (AttributeError, IndexError, TypeError):
-                    raise LLMUnavailable(f"the LLM endpoint {url} sent an unexpected stream event: {data[:120]!r}") from None
-                if isinstance(delta, str) and delta:
-                    yield delta
+            with self._errors(_CHAT_PATH, timeout_s, streaming=True):
+                for chunk in stream:
+                    if time.monotonic() > deadline:
+                        raise LLMTimeout(f"the LLM endpoint {url} did not finish streaming within {timeout_s:g} s")
+                    try:
+                        choices = chunk.choices or []
+                        delta = choices[0].delta.content if choices else None
+                    except (AttributeError, IndexError, TypeError):
+                        raise LLMUnavailable(
+                            f"the LLM endpoint {url} sent an unexpected stream event: {str(chunk)[:120]!r}"
+                        ) from None
+                    if isinstance(delta, str) and delta:
+                        yield delta
+
+    def _unstreamed_text(self, response: Any, url: str) -> str:
+        from openai.types.chat import ChatCompletion
+
+        response.read()
+        try:
+            payload = response.json()
+        except ValueError:
+            raise LLMUnavailable(
+                f"the LLM endpoint {url} did not return an event stream or JSON: {response.text[:120]!r}"
+            ) from None
+        completion = ChatCompletion.construct(**payload) if isinstance(payload, dict) else payload
+        return self._response(completion, [], time.monotonic()).text
 
     def _response_format(self, mode: str, schema: type[BaseModel]) -> dict[str, Any] | None:
         js = schema.model_json_schema()
@@ -320,12 +333,12 @@ class OpenAICompatLLM(JSONChatMixin):
     ) -> LLMResponse:
         mode = self._json_mode
         while True:
-            body = self._body(messages, max_tokens, 0.0, None)
+            params = self._params(max_tokens, 0.0, None)
             fmt = self._response_format(_JSON_MODES[mode], schema)
             if fmt is not None:
-                body["response_format"] = fmt
+                params["response_format"] = fmt
             try:
-                resp = self._post_chat(messages, body, timeout_s)
+                resp = self._post_chat(messages, params, timeout_s)
             except (LLMRequestRejected, LLMUnavailable) as exc:
                 if fmt is None or not self._rejects_format(exc):
                     raise
