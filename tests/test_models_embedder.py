@@ -298,7 +298,8 @@ def test_openai_http_error_carries_server_message(canned: http.server.HTTPServer
     canned.reply = (401, {"error": {"message": "Incorrect API key provided"}})  # type: ignore[attr-defined]
     with pytest.raises(ModelError, match=r"HTTP 401 \(check the API key\): Incorrect API key"):
         OpenAIEmbedder(_url(canned), "m", api_key="sk-wrong", timeout=5).embed_passages(["a"])
-    assert canned.requests[-1][1]["Authorization"] == "Bearer sk-wrong"  # type: ignore[attr-defined]
+    headers = {k.lower(): v for k, v in canned.requests[-1][1].items()}  # type: ignore[attr-defined]
+    assert headers["authorization"] == "Bearer sk-wrong"
     canned.reply = (500, b"boom")  # type: ignore[attr-defined]
     with pytest.raises(ModelError, match="HTTP 500: boom"):
         OpenAIEmbedder(_url(canned), "m", timeout=5).embed_passages(["a"])

@@ -84,16 +84,6 @@ def cap_max_length(model: object, requested: int | None = None) -> None:
             pass
 
 
-def openai_http_client(timeout_s: float, api_key: str | None) -> Any:
-    """The httpx client both OpenAI-compatible backends (embeddings, chat) use."""
-    import httpx
-
-    headers = {"Accept": "application/json"}
-    if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
-    return httpx.Client(timeout=httpx.Timeout(timeout_s), headers=headers)
-
-
 def openai_client(base_url: str, api_key: str | None, timeout_s: float) -> tuple[Any, dict[str, Any]]:
     """An `openai.OpenAI` client for an OpenAI-compatible endpoint, and the `extra_headers` for
     every call through it (both OpenAI-compatible backends, chat and embeddings, use this).
@@ -103,10 +93,8 @@ def openai_client(base_url: str, api_key: str | None, timeout_s: float) -> tuple
     names. Without a key no Authorization header is sent (the SDK needs one set; the per-call header
     override drops it). No retries: every call has a deadline of its own.
     """
-    try:
-        import openai
-    except ImportError as exc:  # pragma: no cover - a runtime dependency
-        raise ModelError(f"the openai package is not installed ({exc}); pip install cograg") from exc
+    import openai
+
     client = openai.OpenAI(
         base_url=base_url,
         api_key=api_key or "no-key",
