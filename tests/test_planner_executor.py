@@ -378,7 +378,8 @@ def test_planner_rejects_a_plan_about_something_else_and_repairs_it() -> None:
 
 
 def test_planner_grammar_caps_the_number_of_tasks_and_duplicates_are_rejected() -> None:
-    from llama_cpp.llama_grammar import json_schema_to_gbnf
+    json_schema_to_gbnf = pytest.importorskip(
+        "llama_cpp.llama_grammar", reason="needs llama-cpp-python: pip install 'cograg[llm]'").json_schema_to_gbnf
 
     planner = Planner(ScriptedLLM([]), ControlBudget(max_nodes=5), timeout_s=10)
     grammar = json_schema_to_gbnf(json.dumps(planner.schema.model_json_schema()))
