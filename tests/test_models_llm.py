@@ -563,7 +563,7 @@ def test_get_llm_missing_embedded_model(tmp_path, monkeypatch):
 
 
 def test_corrupt_gguf_is_a_model_error(tmp_path):
-    pytest.importorskip("llama_cpp")
+    pytest.importorskip("llama_cpp", reason="needs llama-cpp-python: pip install 'cograg[llm]'")
     f = tmp_path / "corrupt.gguf"
     f.write_bytes(b"GGUF" + os.urandom(4096))
     with pytest.raises(ModelError, match="cannot load the GGUF model") as ei:
@@ -728,7 +728,7 @@ def model_cache(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def fast_model_path(model_cache) -> Path:
-    pytest.importorskip("llama_cpp")
+    pytest.importorskip("llama_cpp", reason="needs llama-cpp-python: pip install 'cograg[llm]'")
     try:
         return ensure_model("fast", model_cache)
     except ModelError as exc:
