@@ -126,7 +126,8 @@ class OpenAICompatLLM(JSONChatMixin):
         except openai.APIError as exc:  # an error event inside a stream
             raise LLMUnavailable(f"the LLM endpoint {url} reported an error while streaming: {exc.message}") from None
         except json.JSONDecodeError as exc:
-            what = "sent a malformed stream event" if streaming else "did not return JSON (is it an OpenAI-compatible API?)"
+            what = ("sent a malformed stream event" if streaming
+                    else "did not return JSON (is it an OpenAI-compatible API?)")
             raise LLMUnavailable(f"the LLM endpoint {url} {what}: {exc}") from None
 
     @staticmethod
@@ -221,11 +222,15 @@ class OpenAICompatLLM(JSONChatMixin):
             ) from None
         usage = getattr(completion, "usage", None)
         prompt_tokens = _count(getattr(usage, "prompt_tokens", None))
+        if prompt_tokens is None:
+            prompt_tokens = sum(self.count_tokens(m.content) for m in messages)
         completion_tokens = _count(getattr(usage, "completion_tokens", None))
+        if completion_tokens is None:
+            completion_tokens = self.count_tokens(text)
         return LLMResponse(
             text=text,
-            prompt_tokens=sum(self.count_tokens(m.content) for m in messages) if prompt_tokens is None else prompt_tokens,
-            completion_tokens=self.count_tokens(text) if completion_tokens is None else completion_tokens,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
             duration_ms=elapsed_ms(start),
             model=str(getattr(completion, "model", None) or self.model),
             finish_reason=str(getattr(choice, "finish_reason", None) or "stop"),
