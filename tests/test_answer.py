@@ -17,8 +17,9 @@ from cograg.answer.verifier import Verifier
 from cograg.config import Settings
 from cograg.engine import Engine
 from cograg.models.judge import JudgeVerdict, LexicalJudge, LLMJudge, LLMRelevanceReranker
-from cograg.models.llm import LLMOutputError, LLMTimeout, ScriptedLLM
+from cograg.models.llm import LLMOutputError, LLMTimeout
 from cograg.retrieval.packing import ContextBlock
+from cograg.testing import ScriptedLLM
 from tests.fakes import HashingEmbedder
 
 DOCS = {

@@ -17,9 +17,10 @@ from cograg.answer.answerer import AnswerConfig
 from cograg.control.models import CancelToken, ControlBudget
 from cograg.engine import Engine
 from cograg.models.judge import JudgeVerdict, LexicalJudge
-from cograg.models.llm import LLMOutputError, ScriptedLLM
+from cograg.models.llm import LLMOutputError
 from cograg.orchestrator.events import EventBus
 from cograg.orchestrator.orchestrator import TurnOptions
+from cograg.testing import ScriptedLLM
 from tests.test_answer import make_engine, with_models
 
 DOCS = {

@@ -26,8 +26,9 @@ from cograg.control.corrective import (
 )
 from cograg.control.models import CancelToken, ControlBudget
 from cograg.errors import StoreError
-from cograg.models.llm import ChatMessage, LLMTimeout, ScriptedLLM
+from cograg.models.llm import ChatMessage, LLMTimeout
 from cograg.retrieval.models import SearchHit, SearchResult
+from cograg.testing import ScriptedLLM
 
 QUESTION = "How long is the warranty on the X100 drill?"
 

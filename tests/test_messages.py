@@ -50,7 +50,7 @@ def test_router_clarifications_come_from_the_table() -> None:
 
 def test_orchestrator_replies_come_from_the_table() -> None:
     from cograg.models.judge import LexicalJudge
-    from cograg.models.llm import ScriptedLLM
+    from cograg.testing import ScriptedLLM
     from cograg.orchestrator.orchestrator import Orchestrator, TurnOptions
     from cograg.answer.answerer import Answerer
     from cograg.answer.verifier import Verifier

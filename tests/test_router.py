@@ -22,9 +22,10 @@ from cograg.control.router import (
     rule_scores,
 )
 from cograg.errors import ConfigError
-from cograg.models.llm import LLMOutputError, LLMTimeout, ScriptedLLM
+from cograg.models.llm import LLMOutputError, LLMTimeout
 from cograg.prompts import load_prompt
 from cograg.retrieval.models import SearchHit, SearchResult
+from cograg.testing import ScriptedLLM
 
 REPO = Path(__file__).resolve().parents[1]
 ROUTING_SET = REPO / "benchmarks" / "data" / "routing.jsonl"

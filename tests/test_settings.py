@@ -14,7 +14,7 @@ from cograg.config import FLAT_ALIASES, SECTIONS, AnswerConfig, Settings
 from cograg.engine import Engine
 from cograg.errors import ConfigError
 from cograg.models.judge import LexicalJudge
-from cograg.models.llm import ScriptedLLM
+from cograg.testing import ScriptedLLM
 from tests.fakes import HashingEmbedder
 
 

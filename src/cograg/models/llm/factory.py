@@ -1,0 +1,92 @@
+"""`get_llm`: the chat model for a spec string, one instance per (spec, cache dir) per process.
+
+| spec | class | model |
+|---|---|---|
+| `default` (None) | `LlamaCppLLM` | embedded Qwen2.5-Coder-1.5B-Instruct Q4_K_M (`model_files`) |
+| `fast` | `LlamaCppLLM` | embedded Qwen2.5-Coder-0.5B-Instruct Q4_K_M |
+| `gguf:/path/model.gguf[#sha256=HEX]` | `LlamaCppLLM` | any local GGUF (hash checked if given) |
+| `openai:http://host:port/v1[#model]` | `OpenAICompatLLM` | vLLM, Ollama, llama.cpp server, hosted APIs |
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+from typing import Any
+
+from cograg.models import ModelError
+from cograg.models.llm.llama_cpp import LlamaCppLLM
+from cograg.models.llm.openai_compat import OpenAICompatLLM
+from cograg.models.llm.types import LLM, LLMUnavailable
+
+
+LLM_SPECS: tuple[str, ...] = (
+    "default",
+    "fast",
+    "gguf:/path/to/model.gguf",
+    "gguf:/path/to/model.gguf#sha256=<hex>",
+    "openai:http://host:port/v1",
+    "openai:http://host:port/v1#model-name",
+)
+
+# Env var read by get_llm() for "openai:" specs (never OPENAI_API_KEY: a key meant for one
+# provider is not sent to whatever URL a spec names).
+OPENAI_KEY_ENV = "COGRAG_LLM_API_KEY"
+
+
+def _unknown(spec: Any) -> ModelError:
+    return ModelError(f"unknown LLM {spec!r}; valid forms: " + ", ".join(LLM_SPECS))
+
+
+@functools.lru_cache(maxsize=None)
+def _cached_llm(spec: str, cache_dir: str) -> LLM:
+    from cograg.models.model_files import PROFILES, ensure_model, verify_file
+
+    if spec in PROFILES:
+        path = ensure_model(spec, Path(cache_dir))
+        return LlamaCppLLM(path, name=f"llama.cpp:{path.stem}")
+    if spec.startswith("gguf:"):
+        rest = spec[len("gguf:") :]
+        path_text, _, frag = rest.partition("#")
+        if not path_text.strip():
+            raise _unknown(spec)
+        path = Path(path_text.strip()).expanduser()
+        if frag:
+            key, _, value = frag.partition("=")
+            if key.strip().lower() != "sha256" or not value.strip():
+                raise ModelError(f"unknown fragment {frag!r} in {spec!r}; use #sha256=<hex>")
+            verify_file(path, value.strip())
+        elif not path.is_file():
+            raise LLMUnavailable(f"model file not found: {path}")
+        return LlamaCppLLM(path)
+    if spec.startswith("openai:"):
+        url, _, model = spec[len("openai:") :].partition("#")
+        return OpenAICompatLLM(url.strip(), model.strip() or None, api_key=os.environ.get(OPENAI_KEY_ENV))
+    raise _unknown(spec)
+
+
+def get_llm(spec: str | None = None, *, cache_dir: str | os.PathLike[str]) -> LLM:
+    """The LLM for a spec string (see LLM_SPECS); None means "default".
+
+    `cache_dir` is where embedded models are assembled (the store's model cache). One instance
+    per (spec, cache_dir) per process, so a model is loaded once. For "openai:" specs the API
+    key, if any, is read from $COGRAG_LLM_API_KEY.
+    """
+    if spec is None:
+        spec = "default"
+    if not isinstance(spec, str):
+        raise ModelError(f"LLM spec must be a string, got {type(spec).__name__}")
+    key = spec.strip()
+    if not key:
+        raise _unknown(spec)
+    head, sep, rest = key.partition(":")
+    if sep and head.lower() in ("gguf", "openai"):
+        key = f"{head.lower()}:{rest.strip()}"
+    else:
+        key = key.lower()
+    cache = str(Path(cache_dir).expanduser().resolve())
+    return _cached_llm(key, cache)
+
+
+get_llm.cache_clear = _cached_llm.cache_clear  # type: ignore[attr-defined]

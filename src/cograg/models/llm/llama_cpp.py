@@ -1,0 +1,349 @@
+"""`LlamaCppLLM`: a GGUF chat model run in-process by llama.cpp (llama-cpp-python), CPU only.
+
+llama-cpp-python is imported when a model is loaded, so the rest of cograg works without it (the
+`llm` extra; scripts/install_llm.sh builds it from source).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from cograg.models import ModelError
+from cograg.models.llm.json_output import JSONChatMixin
+from cograg.models.llm.types import (
+    ChatMessage,
+    LLMResponse,
+    LLMTimeout,
+    LLMUnavailable,
+    Messages,
+    check_chat_args,
+    coerce_messages,
+    elapsed_ms,
+)
+
+# Used when a GGUF file carries no chat template.
+_CHATML_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
+    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+def _import_llama_cpp() -> Any:
+    try:
+        import llama_cpp
+        import llama_cpp.llama_chat_format  # noqa: F401
+        import llama_cpp.llama_grammar  # noqa: F401
+    except Exception as exc:  # ImportError, or OSError when the shared library cannot load
+        raise ModelError(
+            f"llama-cpp-python is not usable ({exc}); install it with `make setup` "
+            "(or `bash scripts/install_llm.sh .venv`)"
+        ) from exc
+    return llama_cpp
+
+
+THREADS_ENV = "COGRAG_LLM_THREADS"
+
+
+def _default_threads() -> int:
+    """$COGRAG_LLM_THREADS, else half the usable CPUs (at least 1).
+
+    llama.cpp's worker threads spin at barriers: with as many threads as cores, any other busy
+    process (the embedder's OpenMP pool, a test run next door) makes generation collapse (measured
+    on 2 shared cores: 0.4 tok/s with 2 threads vs ~22 tok/s with 1 for the 0.5B model).
+    """
+    env = os.environ.get(THREADS_ENV, "").strip()
+    if env:
+        try:
+            n = int(env)
+        except ValueError:
+            raise ModelError(f"${THREADS_ENV} must be a positive integer, got {env!r}") from None
+        if n < 1:
+            raise ModelError(f"${THREADS_ENV} must be a positive integer, got {env!r}")
+        return n
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        cpus = os.cpu_count() or 1
+    return max(1, cpus // 2)
+
+
+class _Deadline:
+    """A llama.cpp stopping criterion that ends generation once the deadline has passed."""
+
+    def __init__(self, deadline: float | None) -> None:
+        self.deadline = deadline
+        self.hit = False
+
+    def __call__(self, input_ids: Any, logits: Any) -> bool:
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            self.hit = True
+        return self.hit
+
+
+class LlamaCppLLM(JSONChatMixin):
+    """A GGUF model run in-process by llama.cpp (llama-cpp-python), CPU only.
+
+    The prompt is built with the chat template stored in the GGUF file. `chat_json` constrains
+    sampling with a grammar generated from the pydantic JSON schema, then validates the result.
+    Timeouts are enforced between tokens (prompt processing itself cannot be interrupted, so a
+    very long prompt, or the first call after loading while the weights are paged in, may overrun
+    a tiny timeout by its prompt-eval time). Calls are serialised with a lock; a `stream` holds the
+    lock until it is exhausted or closed. `n_threads=None` means $COGRAG_LLM_THREADS or half the
+    CPUs (see `_default_threads`).
+    """
+
+    def __init__(
+        self,
+        model_path: str | os.PathLike[str],
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
+        seed: int = 0,
+        *,
+        name: str | None = None,
+        n_batch: int = 512,
+    ) -> None:
+        path = Path(model_path).expanduser()
+        if not path.is_file():
+            raise LLMUnavailable(f"model file not found: {path}")
+        if not isinstance(n_ctx, int) or n_ctx < 64:
+            raise ModelError(f"n_ctx must be an integer >= 64, got {n_ctx!r}")
+        llama_cpp = _import_llama_cpp()
+        threads = n_threads or _default_threads()
+        try:
+            self._llama = llama_cpp.Llama(
+                model_path=str(path),
+                n_ctx=n_ctx,
+                n_batch=min(n_batch, n_ctx),
+                n_threads=threads,
+                n_threads_batch=threads,
+                seed=seed,
+                verbose=False,
+            )
+        except Exception as exc:  # ValueError("Failed to load model from file") and friends
+            raise ModelError(f"cannot load the GGUF model {path}: {exc}") from exc
+        self.path = path
+        self.n_threads = threads
+        self.n_ctx = int(self._llama.n_ctx())
+        self.seed = seed
+        self.name = name or f"llama.cpp:{path.stem}"
+        self._lock = threading.Lock()
+        self._grammar_cls = llama_cpp.llama_grammar.LlamaGrammar
+        self._formatter = self._make_formatter(llama_cpp)
+
+    def _make_formatter(self, llama_cpp: Any) -> Any:
+        llama = self._llama
+        template = llama.metadata.get("tokenizer.chat_template") or _CHATML_TEMPLATE
+        eos_id = llama.token_eos()
+        bos_id = llama.token_bos()
+
+        def text_of(tok: int) -> str:
+            if tok < 0:
+                return ""
+            return llama.detokenize([tok], special=True).decode("utf-8", errors="ignore")
+
+        return llama_cpp.llama_chat_format.Jinja2ChatFormatter(
+            template=template,
+            eos_token=text_of(eos_id),
+            bos_token=text_of(bos_id),
+            stop_token_ids=[eos_id] if eos_id >= 0 else None,
+        )
+
+    # -- helpers ---------------------------------------------------------------------
+    def count_tokens(self, text: str) -> int:
+        return len(self._llama.tokenize(str(text).encode("utf-8"), add_bos=False, special=False))
+
+    def _prompt(self, messages: list[ChatMessage], max_tokens: int) -> tuple[list[int], list[str], int]:
+        try:
+            fmt = self._formatter(messages=[m.model_dump() for m in messages])
+        except Exception as exc:
+            raise ModelError(f"{self.name}: cannot apply the chat template: {exc}") from exc
+        tokens = self._llama.tokenize(fmt.prompt.encode("utf-8"), add_bos=not fmt.added_special, special=True)
+        room = self.n_ctx - len(tokens)
+        if room < 1:
+            raise ModelError(
+                f"{self.name}: the prompt is {len(tokens)} tokens, the context window is {self.n_ctx}"
+            )
+        stop = fmt.stop if isinstance(fmt.stop, list) else [fmt.stop] if fmt.stop else []
+        return tokens, [s for s in stop if s], min(max_tokens, room)
+
+    def _acquire(self, deadline: float | None) -> None:
+        timeout = -1 if deadline is None else max(0.0, deadline - time.monotonic())
+        if not self._lock.acquire(timeout=timeout):
+            raise LLMTimeout(f"{self.name}: the model was busy with another request until the deadline passed")
+
+    def _criteria(self, deadline: float | None) -> tuple[Any, _Deadline]:
+        import llama_cpp
+
+        # End-of-generation tokens are handled by llama-cpp-python itself; only the deadline here.
+        dl = _Deadline(deadline)
+        return llama_cpp.StoppingCriteriaList([dl]), dl
+
+    def _complete(
+        self,
+        messages: list[ChatMessage],
+        *,
+        max_tokens: int,
+        temperature: float,
+        timeout_s: float | None,
+        stop: list[str] | None,
+        grammar: Any = None,
+    ) -> LLMResponse:
+        start = time.monotonic()
+        deadline = None if timeout_s is None else start + timeout_s
+        self._acquire(deadline)
+        try:
+            tokens, tmpl_stop, max_new = self._prompt(messages, max_tokens)
+            criteria, dl = self._criteria(deadline)
+            try:
+                out = self._llama.create_completion(
+                    prompt=tokens,
+                    max_tokens=max_new,
+                    temperature=float(temperature),
+                    repeat_penalty=1.0,
+                    stop=[*tmpl_stop, *(stop or [])],
+                    seed=self.seed,
+                    stopping_criteria=criteria,
+                    grammar=grammar,
+                    stream=False,
+                )
+            except ModelError:
+                raise
+            except Exception as exc:
+                raise ModelError(f"{self.name}: generation failed: {exc}") from exc
+        finally:
+            self._lock.release()
+        choice = out["choices"][0]
+        usage = out.get("usage") or {}
+        text = choice.get("text") or ""
+        prompt_tokens = int(usage.get("prompt_tokens", len(tokens)))
+        completion_tokens = int(usage.get("completion_tokens", 0))
+        if dl.hit:
+            raise LLMTimeout(
+                f"{self.name} did not finish within {timeout_s:g} s "
+                f"({prompt_tokens} prompt tokens, {completion_tokens} tokens generated)",
+                prompt_tokens=prompt_tokens,
+                completion_tokens=completion_tokens,
+                partial_text=text,
+            )
+        return LLMResponse(
+            text=text,
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            duration_ms=elapsed_ms(start),
+            model=self.name,
+            finish_reason=str(choice.get("finish_reason") or "stop"),
+        )
+
+    # -- LLM protocol ----------------------------------------------------------------
+    def chat(
+        self,
+        messages: Messages,
+        *,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+        timeout_s: float | None = None,
+        stop: list[str] | None = None,
+    ) -> LLMResponse:
+        check_chat_args(max_tokens, temperature, timeout_s)
+        return self._complete(
+            coerce_messages(messages), max_tokens=max_tokens, temperature=temperature,
+            timeout_s=timeout_s, stop=stop,
+        )
+
+    def stream(
+        self,
+        messages: Messages,
+        *,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+        timeout_s: float | None = None,
+    ) -> Iterator[str]:
+        check_chat_args(max_tokens, temperature, timeout_s)
+        msgs = coerce_messages(messages)
+        return self._stream(msgs, max_tokens, temperature, timeout_s)
+
+    def _stream(self, msgs: list[ChatMessage], max_tokens: int, temperature: float, timeout_s: float | None) -> Iterator[str]:
+        start = time.monotonic()
+        deadline = None if timeout_s is None else start + timeout_s
+        self._acquire(deadline)
+        parts: list[str] = []
+        try:
+            tokens, tmpl_stop, max_new = self._prompt(msgs, max_tokens)
+            criteria, dl = self._criteria(deadline)
+            chunks: Any = None
+            try:
+                chunks = self._llama.create_completion(
+                    prompt=tokens,
+                    max_tokens=max_new,
+                    temperature=float(temperature),
+                    repeat_penalty=1.0,
+                    stop=tmpl_stop,
+                    seed=self.seed,
+                    stopping_criteria=criteria,
+                    stream=True,
+                )
+                for chunk in chunks:
+                    delta = chunk["choices"][0].get("text") or ""
+                    if delta:
+                        parts.append(delta)
+                        yield delta
+            except (ModelError, GeneratorExit):
+                raise
+            except Exception as exc:
+                raise ModelError(f"{self.name}: generation failed: {exc}") from exc
+            finally:
+                if chunks is not None:  # stop llama.cpp's generator before the lock is released
+                    with contextlib.suppress(Exception):
+                        chunks.close()
+            if dl.hit:
+                text = "".join(parts)
+                raise LLMTimeout(
+                    f"{self.name} did not finish streaming within {timeout_s:g} s",
+                    prompt_tokens=len(tokens),
+                    completion_tokens=self.count_tokens(text) if text else 0,
+                    partial_text=text,
+                )
+        finally:
+            self._lock.release()
+
+    def _json_attempt(
+        self, messages: list[ChatMessage], schema: type[BaseModel], max_tokens: int, timeout_s: float | None
+    ) -> LLMResponse:
+        return self._complete(
+            messages, max_tokens=max_tokens, temperature=0.0, timeout_s=timeout_s, stop=None,
+            grammar=self._grammar(schema),
+        )
+
+    @functools.lru_cache(maxsize=64)  # noqa: B019 - one instance per model, bounded
+    def _grammar_text(self, schema_json: str) -> str:
+        from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+        return json_schema_to_gbnf(schema_json)
+
+    def _grammar(self, schema: type[BaseModel]) -> Any:
+        try:
+            gbnf = self._grammar_text(json.dumps(schema.model_json_schema(), sort_keys=True))
+            return self._grammar_cls.from_string(gbnf, verbose=False)
+        except Exception:
+            # Schema features the converter does not support: fall back to "any JSON value";
+            # the result is still validated against the schema.
+            from llama_cpp.llama_grammar import JSON_GBNF
+
+            return self._grammar_cls.from_string(JSON_GBNF, verbose=False)
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._llama.close()
+
+    def __repr__(self) -> str:
+        return f"LlamaCppLLM(name={self.name!r}, path={str(self.path)!r}, n_ctx={self.n_ctx})"

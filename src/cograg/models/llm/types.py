@@ -1,0 +1,185 @@
+"""The chat-model contract: messages, responses, errors and the `LLM` Protocol every backend meets.
+
+Errors (all `ModelError`): `LLMTimeout` (deadline passed; carries partial token counts),
+`LLMUnavailable` (refused, unreachable, HTTP 5xx, model missing), `LLMRequestRejected` (HTTP 4xx
+other than auth/not-found), `LLMOutputError` (output unusable after repair and one retry; carries
+the raw text). The argument checks and token estimate here are shared by every backend and by the
+test double in `cograg.testing`.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, Literal, Protocol, TypeVar, runtime_checkable
+
+from pydantic import BaseModel, ValidationError
+
+from cograg.models import ModelError
+
+T = TypeVar("T", bound=BaseModel)
+
+
+class ChatMessage(BaseModel):
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+class LLMResponse(BaseModel):
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    duration_ms: float
+    model: str
+    finish_reason: str  # "stop" | "length" | whatever the server reports
+
+
+class LLMTimeout(ModelError):
+    """The model did not finish within the deadline. Carries what was done until then."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        prompt_tokens: int = 0,
+        completion_tokens: int = 0,
+        partial_text: str = "",
+    ) -> None:
+        super().__init__(message)
+        self.prompt_tokens = prompt_tokens
+        self.completion_tokens = completion_tokens
+        self.partial_text = partial_text
+
+
+class LLMUnavailable(ModelError):
+    """The model cannot be used: connection refused, unreachable, HTTP 5xx, model missing.
+
+    `status` is the HTTP status when the endpoint answered with one (else None).
+    """
+
+    def __init__(self, message: str, *, status: int | None = None, detail: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.detail = detail
+
+
+class LLMRequestRejected(ModelError):
+    """The endpoint rejected the request (HTTP 4xx other than auth / not found / rate limit)."""
+
+    def __init__(self, message: str, *, status: int, detail: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.detail = detail
+
+
+class LLMOutputError(ModelError):
+    """The model's output is not usable for the requested schema (after repair and one retry)."""
+
+    def __init__(self, message: str, *, raw: str = "", error: str = "", attempts: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.raw = raw
+        self.error = error or message
+        self.attempts = list(attempts)
+
+
+Messages = Sequence[ChatMessage | dict[str, Any]]
+
+
+@runtime_checkable
+class LLM(Protocol):
+    """A chat model. All methods raise ModelError subclasses, never backend exceptions."""
+
+    name: str
+
+    def chat(
+        self,
+        messages: Messages,
+        *,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+        timeout_s: float | None = None,
+        stop: list[str] | None = None,
+    ) -> LLMResponse: ...
+
+    def stream(
+        self,
+        messages: Messages,
+        *,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+        timeout_s: float | None = None,
+    ) -> Iterator[str]: ...
+
+    def chat_json(
+        self,
+        messages: Messages,
+        schema: type[T],
+        *,
+        max_tokens: int = 512,
+        timeout_s: float | None = None,
+    ) -> tuple[T, LLMResponse]: ...
+
+    def count_tokens(self, text: str) -> int: ...
+
+
+# --------------------------------------------------------------------------- shared helpers
+
+
+def coerce_messages(messages: Messages) -> list[ChatMessage]:
+    """`messages` as ChatMessage objects (dicts with role/content are accepted); ModelError if bad."""
+    if isinstance(messages, (str, bytes)) or not isinstance(messages, Iterable):
+        raise ModelError("messages must be a list of {role, content} chat messages")
+    out: list[ChatMessage] = []
+    for i, m in enumerate(messages):
+        if isinstance(m, ChatMessage):
+            out.append(m)
+            continue
+        try:
+            out.append(ChatMessage.model_validate(m))
+        except ValidationError as exc:
+            raise ModelError(f"message #{i} is not a valid chat message: {summarise_validation(exc)}") from None
+    if not out:
+        raise ModelError("no messages to send to the model")
+    return out
+
+
+def check_chat_args(max_tokens: int, temperature: float, timeout_s: float | None) -> None:
+    """ModelError unless the generation arguments are in range."""
+    if not isinstance(max_tokens, int) or max_tokens < 1:
+        raise ModelError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+    if not isinstance(temperature, (int, float)) or not 0 <= temperature <= 2:
+        raise ModelError(f"temperature must be between 0 and 2, got {temperature!r}")
+    if timeout_s is not None and not (isinstance(timeout_s, (int, float)) and timeout_s > 0):
+        raise ModelError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
+
+
+def check_schema(schema: Any) -> None:
+    if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
+        raise ModelError(f"schema must be a pydantic model class, got {schema!r}")
+
+
+def summarise_validation(exc: ValidationError, limit: int = 5) -> str:
+    """A pydantic validation error on one line: `loc: msg; ...` (shown to users and to the model)."""
+    parts = []
+    for err in exc.errors()[:limit]:
+        loc = ".".join(str(p) for p in err.get("loc", ())) or "(root)"
+        parts.append(f"{loc}: {err.get('msg', 'invalid')}")
+    more = exc.error_count() - limit
+    if more > 0:
+        parts.append(f"and {more} more")
+    return "; ".join(parts)
+
+
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af"
+_SIMPLE_TOKEN_RE = re.compile(rf"[{_CJK}]|[^\s{_CJK}]+")
+
+
+def simple_token_count(text: str) -> int:
+    """Whitespace-separated words plus one per CJK character (for fakes and servers without usage)."""
+    return len(_SIMPLE_TOKEN_RE.findall(text or ""))
+
+
+def elapsed_ms(start: float) -> float:
+    """Milliseconds since `start` (a `time.monotonic()` reading), rounded to microseconds."""
+    return round((time.monotonic() - start) * 1000.0, 3)
