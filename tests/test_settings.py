@@ -113,6 +113,33 @@ def test_components_load_nothing_until_used(tmp_path: Path, monkeypatch: pytest.
         assert not parts.llm.built and not parts.judge.built and not parts.embedder.built
 
 
+def test_a_turn_decides_its_route_before_the_llm_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first events of a turn and a greeting's reply never wait for the model."""
+    import cograg.models.llm as llms
+    from cograg.orchestrator.events import EventBus
+
+    loads: list[str] = []
+    events: list[tuple[str, int]] = []
+
+    def load(*args, **kwargs):
+        loads.append("llm")
+        return ScriptedLLM([])
+    monkeypatch.setattr(llms, "get_llm", load)
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "bridge.md").write_text("# Linden Bridge\n\nThe Linden Bridge has seven arches.\n")
+    with Engine.open(tmp_path / "store", settings=Settings(verification={"judge": "llm"}),
+                     embedder=HashingEmbedder()) as engine:
+        engine.ingest([tmp_path / "docs"])
+        bus = EventBus()
+        bus.subscribe(lambda ev: events.append((ev.name, len(loads))))
+        greeting = engine.ask("Hello!", bus=bus)
+        assert greeting.route == "FAST_PATH" and loads == []
+        assert ("ROUTE_DECIDED", 0) in events
+        events.clear()
+        engine.ask("How many arches does the Linden Bridge have?", bus=bus)
+        assert ("ROUTE_DECIDED", 0) in events and loads == ["llm"]  # loaded only to answer
+
+
 def test_engine_parts_come_through_the_factory(tmp_path: Path) -> None:
     llm, judge = ScriptedLLM([]), LexicalJudge()
     settings = Settings(answer={"context_budget_tokens": 500}, verification={"min_supported_ratio": 0.9})

@@ -66,6 +66,30 @@ class DeferredQueryEmbedder:
         return self._embedder.get().embed_queries(texts)  # type: ignore[no-any-return]
 
 
+class DeferredLLM:
+    """An LLM that loads on its first call, so a turn publishes its route (and answers a greeting
+    or a refusal) before a gigabyte of weights is read. `role` picks the backend's context for
+    that role (`for_role`, see LlamaCppLLM) when it has one."""
+
+    def __init__(self, llm: Lazy[Any], role: str | None = None) -> None:
+        self._llm = llm
+        self._role = role
+
+    def resolve(self) -> Any:
+        llm = self._llm.get()
+        return _role(llm, self._role) if self._role else llm
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self.resolve(), name)
+
+
+def deferred_llm(llm: Lazy[Any]) -> Any:
+    """The LLM itself when it is built (or was given), else a `DeferredLLM` that loads it on use."""
+    return llm.get() if llm.built else DeferredLLM(llm)
+
+
 @dataclass(frozen=True)
 class Components:
     """What an `Engine` works with. `embedder` is None-valued when none is configured."""
@@ -139,12 +163,20 @@ def _llm(settings: Settings) -> Any:
     return get_llm(settings.models.llm, cache_dir=settings.model_cache_dir)
 
 
+def _role(llm: Any, role: str) -> Any:
+    """The same model with a KV cache of its own for `role`, where the backend keeps one (llama.cpp
+    reuses a cached prompt prefix only while no other prompt ran in between)."""
+    for_role = getattr(llm, "for_role", None)
+    return for_role(role) if callable(for_role) else llm
+
+
 def _judge(settings: Settings, llm: Lazy[Any]) -> Any:
     from cograg.models import judge as judges
 
     v = settings.verification
     if v.judge == "llm":
-        return judges.LLMJudge(llm.get(), max_tokens=v.judge_max_tokens, timeout_s=v.judge_timeout_s)
+        return judges.LLMJudge(DeferredLLM(llm, role="judge"), max_tokens=v.judge_max_tokens,
+                               timeout_s=v.judge_timeout_s)
     if v.judge == "lexical":
         return judges.LexicalJudge()
     if v.judge.startswith("nli:"):

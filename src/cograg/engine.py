@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from cograg.components import Components, build_components
+from cograg.components import Components, build_components, deferred_llm
 from cograg.config import AnswerConfig, Settings
 from cograg.documents import Chunk, Document
 from cograg.errors import ConfigError, StoreError
@@ -65,7 +65,7 @@ class Engine:
         parts = self.components
         verifier = Verifier(parts.judge.get(), embedder=parts.embedder.get(),
                             min_similarity=self.settings.verification.min_claim_similarity)
-        return Answerer(search=search, llm=parts.llm.get(), verifier=verifier, config=cfg,
+        return Answerer(search=search, llm=deferred_llm(parts.llm), verifier=verifier, config=cfg,
                         verification=self.settings.verification,
                         save_trace=(lambda t: self._save_trace(t, "answer")) if save_traces else None)
 
@@ -85,7 +85,7 @@ class Engine:
             return chunk.text if chunk is not None else ""
 
         parts = self.components
-        return Orchestrator(search=search, llm=parts.llm.get(),
+        return Orchestrator(search=search, llm=deferred_llm(parts.llm),
                             answerer_factory=lambda s, cfg: self.answerer(cfg, search=s, save_traces=False),
                             judge=parts.judge.get(), chunk_text=chunk_text,
                             save_trace=lambda t: self._save_trace(t, t.route or "answer"), bus=bus,

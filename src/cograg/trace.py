@@ -19,6 +19,10 @@ class ModelCall(BaseModel):
     duration_ms: float = 0.0
     ok: bool = True
     error: str | None = None
+    cached_tokens: int | None = None  # prompt tokens the backend reused from its KV cache
+    prompt_eval_ms: float | None = None
+    eval_ms: float | None = None
+    threads: int | None = None
 
 
 class TraceEvent(BaseModel):
@@ -75,7 +79,8 @@ class RecordingLLM:
             prompt_tokens=getattr(source, "prompt_tokens", 0) or 0,
             completion_tokens=getattr(source, "completion_tokens", 0) or 0,
             duration_ms=round(getattr(resp, "duration_ms", 0.0) or (time.perf_counter() - started) * 1000, 1),
-            ok=error is None, error=None if error is None else f"{type(error).__name__}: {error}"[:300]))
+            ok=error is None, error=None if error is None else f"{type(error).__name__}: {error}"[:300],
+            **{k: getattr(resp, k, None) for k in ("cached_tokens", "prompt_eval_ms", "eval_ms", "threads")}))
 
     def chat(self, messages: list[Any], **kw: Any) -> Any:
         t = time.perf_counter()

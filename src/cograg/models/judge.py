@@ -49,9 +49,12 @@ class LLMJudge:
         self.llm = llm
         self.prompt = load_prompt("judge_claim")
         self.batch_prompt = load_prompt("judge_claims")
-        self.name = f"llm:{getattr(llm, 'name', 'llm')}"
         self.max_tokens = max_tokens
         self.timeout_s = timeout_s
+
+    @property
+    def name(self) -> str:  # read on use: a deferred model is not loaded to name it
+        return f"llm:{getattr(self.llm, 'name', 'llm')}"
 
     def judge(self, claim: str, passage: str, question: str | None = None) -> JudgeVerdict:
         from cograg.models.llm import ChatMessage

@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from cograg.models import ModelError
+from cograg.models.compute import COMPUTE_LOCK, fixed_threads, threads_for_next_job
 from cograg.models.llm.json_output import JSONChatMixin
 from cograg.models.llm.types import (
     ChatMessage,
@@ -51,30 +52,9 @@ def _import_llama_cpp() -> Any:
     return llama_cpp
 
 
-THREADS_ENV = "COGRAG_LLM_THREADS"
-
-
 def _default_threads() -> int:
-    """$COGRAG_LLM_THREADS, else half the usable CPUs (at least 1).
-
-    llama.cpp's worker threads spin at barriers: with as many threads as cores, any other busy
-    process (the embedder's OpenMP pool, a test run next door) makes generation collapse (measured
-    on 2 shared cores: 0.4 tok/s with 2 threads vs ~22 tok/s with 1 for the 0.5B model).
-    """
-    env = os.environ.get(THREADS_ENV, "").strip()
-    if env:
-        try:
-            n = int(env)
-        except ValueError:
-            raise ModelError(f"${THREADS_ENV} must be a positive integer, got {env!r}") from None
-        if n < 1:
-            raise ModelError(f"${THREADS_ENV} must be a positive integer, got {env!r}")
-        return n
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # pragma: no cover - not Linux
-        cpus = os.cpu_count() or 1
-    return max(1, cpus // 2)
+    """$COGRAG_LLM_THREADS, else the cores other processes leave free now (see cograg.models.compute)."""
+    return threads_for_next_job()
 
 
 class _Deadline:
@@ -97,9 +77,14 @@ class LlamaCppLLM(JSONChatMixin):
     sampling with a grammar generated from the pydantic JSON schema, then validates the result.
     Timeouts are enforced between tokens (prompt processing itself cannot be interrupted, so a
     very long prompt, or the first call after loading while the weights are paged in, may overrun
-    a tiny timeout by its prompt-eval time). Calls are serialised with a lock; a `stream` holds the
-    lock until it is exhausted or closed. `n_threads=None` means $COGRAG_LLM_THREADS or half the
-    CPUs (see `_default_threads`).
+    a tiny timeout by its prompt-eval time). Calls hold the process-wide `COMPUTE_LOCK` (one heavy
+    model job at a time); a `stream` holds it until it is exhausted or closed. `n_threads=None`
+    means $COGRAG_LLM_THREADS, else the cores free at each call (`threads_for_next_job`).
+
+    llama.cpp keeps the KV cache of the last prompt and re-evaluates only what differs from it, so
+    prompts are built with their stable part first. `for_role("judge")` gives a second context on
+    the same weights (the file is memory-mapped, so they are shared) whose cache is not overwritten
+    by the other role's calls: the answer prompt's instructions and the judge's stay cached.
     """
 
     def __init__(
@@ -118,7 +103,8 @@ class LlamaCppLLM(JSONChatMixin):
         if not isinstance(n_ctx, int) or n_ctx < 64:
             raise ModelError(f"n_ctx must be an integer >= 64, got {n_ctx!r}")
         llama_cpp = _import_llama_cpp()
-        threads = n_threads or _default_threads()
+        self._fixed_threads = n_threads or fixed_threads()
+        threads = self._fixed_threads or threads_for_next_job()
         try:
             self._llama = llama_cpp.Llama(
                 model_path=str(path),
@@ -136,7 +122,9 @@ class LlamaCppLLM(JSONChatMixin):
         self.n_ctx = int(self._llama.n_ctx())
         self.seed = seed
         self.name = name or f"llama.cpp:{path.stem}"
-        self._lock = threading.Lock()
+        self._init_args = {"n_ctx": n_ctx, "n_threads": n_threads, "seed": seed, "name": self.name, "n_batch": n_batch}
+        self._roles: dict[str, LlamaCppLLM] = {}
+        self._roles_lock = threading.Lock()
         self._grammar_cls = llama_cpp.llama_grammar.LlamaGrammar
         self._formatter = self._make_formatter(llama_cpp)
 
@@ -176,10 +164,48 @@ class LlamaCppLLM(JSONChatMixin):
         stop = fmt.stop if isinstance(fmt.stop, list) else [fmt.stop] if fmt.stop else []
         return tokens, [s for s in stop if s], min(max_tokens, room)
 
+    def for_role(self, role: str) -> LlamaCppLLM:
+        """A sibling on the same model file with a KV cache of its own (created once per role)."""
+        with self._roles_lock:
+            if role not in self._roles:
+                self._roles[role] = LlamaCppLLM(self.path, **self._init_args)
+            return self._roles[role]
+
     def _acquire(self, deadline: float | None) -> None:
         timeout = -1 if deadline is None else max(0.0, deadline - time.monotonic())
-        if not self._lock.acquire(timeout=timeout):
+        if not COMPUTE_LOCK.acquire(timeout=timeout):
             raise LLMTimeout(f"{self.name}: the model was busy with another request until the deadline passed")
+        if self._fixed_threads is None:
+            try:
+                self._set_threads(threads_for_next_job())
+            except Exception:
+                COMPUTE_LOCK.release()
+                raise
+
+    def _set_threads(self, n: int) -> None:
+        if n != self.n_threads:
+            import llama_cpp
+
+            llama_cpp.llama_set_n_threads(self._llama._ctx.ctx, n, n)
+            self.n_threads = n
+
+    def _perf_reset(self) -> None:
+        import llama_cpp
+
+        with contextlib.suppress(Exception):
+            llama_cpp.llama_perf_context_reset(self._llama._ctx.ctx)
+
+    def _perf(self, prompt_tokens: int) -> dict[str, Any]:
+        """llama.cpp's own timings of the last call: prompt tokens it evaluated (the rest came from
+        the KV cache), milliseconds for the prompt and for the generated tokens."""
+        import llama_cpp
+
+        try:
+            p = llama_cpp.llama_perf_context(self._llama._ctx.ctx)
+        except Exception:
+            return {"threads": self.n_threads}
+        return {"cached_tokens": max(0, prompt_tokens - int(p.n_p_eval)), "prompt_eval_ms": round(p.t_p_eval_ms, 1),
+                "eval_ms": round(p.t_eval_ms, 1), "threads": self.n_threads}
 
     def _criteria(self, deadline: float | None) -> tuple[Any, _Deadline]:
         import llama_cpp
@@ -204,6 +230,7 @@ class LlamaCppLLM(JSONChatMixin):
         try:
             tokens, tmpl_stop, max_new = self._prompt(messages, max_tokens)
             criteria, dl = self._criteria(deadline)
+            self._perf_reset()
             try:
                 out = self._llama.create_completion(
                     prompt=tokens,
@@ -220,8 +247,9 @@ class LlamaCppLLM(JSONChatMixin):
                 raise
             except Exception as exc:
                 raise ModelError(f"{self.name}: generation failed: {exc}") from exc
+            perf = self._perf(len(tokens))
         finally:
-            self._lock.release()
+            COMPUTE_LOCK.release()
         choice = out["choices"][0]
         usage = out.get("usage") or {}
         text = choice.get("text") or ""
@@ -242,6 +270,7 @@ class LlamaCppLLM(JSONChatMixin):
             duration_ms=elapsed_ms(start),
             model=self.name,
             finish_reason=str(choice.get("finish_reason") or "stop"),
+            **perf,
         )
 
     # -- LLM protocol ----------------------------------------------------------------
@@ -314,7 +343,7 @@ class LlamaCppLLM(JSONChatMixin):
                     partial_text=text,
                 )
         finally:
-            self._lock.release()
+            COMPUTE_LOCK.release()
 
     def _json_attempt(
         self, messages: list[ChatMessage], schema: type[BaseModel], max_tokens: int, timeout_s: float | None
@@ -342,6 +371,8 @@ class LlamaCppLLM(JSONChatMixin):
             return self._grammar_cls.from_string(JSON_GBNF, verbose=False)
 
     def close(self) -> None:
+        for sibling in self._roles.values():
+            sibling.close()
         with contextlib.suppress(Exception):
             self._llama.close()
 

@@ -33,6 +33,12 @@ class LLMResponse(BaseModel):
     duration_ms: float
     model: str
     finish_reason: str  # "stop" | "length" | whatever the server reports
+    # what the backend measured itself (llama.cpp): prompt tokens served from its KV cache, time
+    # spent on prompt and on generated tokens, threads used; None where a backend cannot tell
+    cached_tokens: int | None = None
+    prompt_eval_ms: float | None = None
+    eval_ms: float | None = None
+    threads: int | None = None
 
 
 class LLMTimeout(ModelError):
