@@ -383,3 +383,32 @@ def test_fallbacks_stop_when_the_turn_time_budget_is_used_up(eng: Engine):
     t = eng.trace(resp.trace_id)
     assert [m["mode"] for m in t["outcome"]["modes_tried"]] == ["R3_DAG_PLAN"]
     assert "grade" not in brain.kinds
+
+
+def test_each_verified_sentence_is_streamed_before_the_answer_is_ready(eng: Engine):
+    bus = EventBus()
+    seen: list = []
+    bus.subscribe(seen.append)
+    resp = ask(eng, Brain(), "When did the Linden Bridge open?", mode="R1", bus=bus)
+    assert not resp.fallback
+    names = [e.name for e in seen]
+    assert names.index("SENTENCE_VERIFIED") < names.index("VERIFIED") < names.index("ANSWER_READY")
+    streamed = [e.data for e in seen if e.name == "SENTENCE_VERIFIED"]
+    # exactly the delivered sentences, each with the citation its marker names
+    assert [d["sentence"] for d in streamed] == [c.sentence for c in resp.claims if c.kept]
+    assert all(d["citations"] and d["citations"][0]["quote"] for d in streamed)
+
+
+def test_an_unsupported_sentence_is_never_streamed(eng: Engine):
+    def answer(q, text):
+        n = block_with(text, "opened in 1811")
+        return {"answer": f"The Linden Bridge opened in 1811 [{n}]. It is painted bright purple [{n}].",
+                "citations": [{"id": n, "quote": "opened in 1811"}], "fallback": False}
+
+    bus = EventBus()
+    seen: list = []
+    bus.subscribe(seen.append)
+    resp = ask(eng, Brain(answer=answer), "When did the Linden Bridge open?", mode="R1", bus=bus)
+    streamed = [e.data["sentence"] for e in seen if e.name == "SENTENCE_VERIFIED"]
+    assert streamed and all("purple" not in s for s in streamed)
+    assert all("purple" not in s for s in resp.answer.split("."))

@@ -247,14 +247,22 @@ class Answerer:
 
         evidence_by_id = {c.id: clean_blocks[[str(b.citation_id) for b in clean_blocks].index(
             self._block_of(c, clean_blocks))].text for c in validated.citations}
+        # C5 post-check: a supported sentence may still be an obeyed injection
+        allowed = q + "\n" + "\n".join(b.text for b in clean_blocks)
+
+        def stream_verified(index: int, claim: ClaimCheck) -> None:
+            # published as soon as the sentence is verified and passed the post-check; the final
+            # answer may still be a refusal (too few sentences verified), which ANSWER_READY says
+            if claim.kept and not obeyed_injection(claim.sentence, flagged, allowed):
+                trace.event("SENTENCE_VERIFIED", index=index, sentence=claim.sentence,
+                            citations=[c.model_dump() for c in validated.citations if c.id in claim.citation_ids])
+
         # the judge's own model calls go into this trace too (it may be a different model)
         verification = recording_verifier(self.verifier, trace).verify(
-            validated.answer, validated.citations, evidence_by_id, question=q)
+            validated.answer, validated.citations, evidence_by_id, question=q, on_verified=stream_verified)
         trace.verdicts = [c.model_dump() for c in verification.claims]
         trace.event("VERIFIED", supported=verification.supported, total=verification.total)
 
-        # C5 post-check: a supported sentence may still be an obeyed injection
-        allowed = q + "\n" + "\n".join(b.text for b in clean_blocks)
         kept: list[str] = []
         for claim in verification.claims:
             if not claim.kept:

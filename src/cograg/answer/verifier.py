@@ -9,6 +9,7 @@ if too little survives, the caller turns the answer into a conservative reply.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -196,13 +197,23 @@ class Verifier:
         return first if isinstance(first, ClaimCheck) else self._judge_all([first], question)[0]
 
     def verify(self, answer: str, citations: list[Citation], evidence_by_id: dict[str, str],
-               question: str | None = None) -> VerificationResult:
-        """`evidence_by_id`: citation id → the full text of the cited block."""
+               question: str | None = None,
+               on_verified: Callable[[int, ClaimCheck], None] | None = None) -> VerificationResult:
+        """`evidence_by_id`: citation id → the full text of the cited block. `on_verified(index,
+        check)` is called for each sentence as soon as its verdict is final: the deterministic
+        ones first, then those the judge decided."""
         quotes_by_id = {c.id: c.quote for c in citations if c.quote}
         checks: list[ClaimCheck | _Pending] = [self._precheck(i, s, evidence_by_id, quotes_by_id)
                                                for i, s in enumerate(answer_sentences(answer))]
+        if on_verified is not None:
+            for i, c in enumerate(checks):
+                if isinstance(c, ClaimCheck):
+                    on_verified(i, c)
         pending = [c for c in checks if isinstance(c, _Pending)]
         judged = dict(zip((p.index for p in pending), self._judge_all(pending, question), strict=True))
+        if on_verified is not None:
+            for i, c in judged.items():
+                on_verified(i, c)
         claims = [judged[i] if isinstance(c, _Pending) else c for i, c in enumerate(checks)]
         kept = " ".join(c.sentence for c in claims if c.kept)
         return VerificationResult(answer=kept, claims=claims, supported=sum(c.kept for c in claims),
