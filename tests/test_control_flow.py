@@ -125,8 +125,11 @@ def eng(tmp_path: Path):
 
 
 def ask(eng: Engine, brain: Brain, question: str, mode: str | None = None, budget: ControlBudget | None = None,
-        bus: EventBus | None = None, cancel: CancelToken | None = None, llm_router: bool = False, judge=None):
-    opts = TurnOptions(answer=OPEN, budget=budget or ControlBudget(), use_llm_router=llm_router, force_mode=mode)
+        bus: EventBus | None = None, cancel: CancelToken | None = None, llm_router: bool = False, judge=None,
+        templates: bool = False):
+    # templates off: these cases test the LLM planner's path (the templates: test_plan_templates.py)
+    budget = (budget or ControlBudget()).model_copy(update={"plan_templates": templates})
+    opts = TurnOptions(answer=OPEN, budget=budget, use_llm_router=llm_router, force_mode=mode)
     parts = {"llm": ScriptedLLM([brain] * 400)} | ({"judge": judge} if judge is not None else {})
     return with_models(eng, **parts).ask(question, options=opts, bus=bus, cancel=cancel)
 
@@ -327,10 +330,14 @@ def test_cli_ask_mode_and_explain_print_the_route_plan_and_node_timings(eng: Eng
     assert "1811" in out and "mode R3_DAG_PLAN" in out
     assert "route: MULTI_HOP → mode R3_DAG_PLAN" in out and "mode forced: R3_DAG_PLAN" in out
     assert "states: IDLE → ROUTING → PLANNING → EXECUTING → SYNTHESIZING → VERIFYING → DONE" in out
-    assert re.search(r"\[3\] reason ← 1, 2: Which of the two bridges opened first\?\s+done \d+ ms", out)
+    # a two-entity comparison is planned by the comparison template, without a model call
+    assert "plan (template comparison, no model call):" in out
+    assert re.search(r"\[3\] reason ← 1, 2: Which opened first, the Linden Bridge or the Rhine Bridge\?\s+done \d+ ms",
+                     out)
     trace_id = re.search(r"trace (tr_\w+)", out).group(1)
     shown = CliRunner().invoke(app, ["trace", trace_id, "--store", store])
-    assert shown.exit_code == 0 and "plan:" in shown.stdout and "[1] retrieve ← —" in shown.stdout
+    assert shown.exit_code == 0 and "plan (template comparison" in shown.stdout
+    assert "[1] retrieve ← —: When was the Linden Bridge opened?" in shown.stdout
     bad = CliRunner().invoke(app, ["ask", "x", "--mode", "R9", "--judge", "lexical", "--store", store])
     assert bad.exit_code != 0 and "unknown mode" in bad.stderr and "Traceback" not in bad.output
 

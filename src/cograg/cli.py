@@ -389,7 +389,8 @@ def _print_control(t: dict[str, Any]) -> None:
             out.print(f"  {n.get('node'):<10} {n.get('duration_ms', 0):>9.1f} ms", highlight=False)
     plan = t.get("plan") or {}
     if plan.get("plan") or plan.get("nodes"):
-        out.print("plan:", highlight=False)
+        template = (plan.get("outcome") or {}).get("template")
+        out.print(f"plan (template {template}, no model call):" if template else "plan:", highlight=False)
         nodes = {n["id"]: n for n in plan.get("nodes", [])}
         for task in (plan.get("plan") or {}).get("sub_tasks", []):
             n = nodes.get(task["id"], {})

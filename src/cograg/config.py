@@ -104,6 +104,8 @@ class ControlBudget(_Section):
     grade_pass_threshold: float = Field(0.6, ge=0.0, le=1.0)
     max_rewrite_attempts: int = Field(3, ge=0, le=10)
     grade_top_k: int = Field(5, ge=1, le=20)
+    plan_templates: bool = Field(True, description="plan comparison and bridge questions from fixed templates "
+                                 "(no model call); off: the LLM planner plans every R3 turn")
 
 
 class RoutingConfig(_Section):

@@ -188,6 +188,7 @@ class PlanOutcome(BaseModel):
     said each time (for the trace)."""
 
     plan: Plan | None = None
+    template: str | None = None  # the template that planned the question (no model call), if one did
     attempts: int = 0
     errors: list[str] = Field(default_factory=list)
     raw_outputs: list[str] = Field(default_factory=list)
@@ -217,14 +218,17 @@ def _facts_for_prompt(facts: Sequence[Mapping[str, Any] | Any]) -> list[dict[str
 
 
 class Planner:
-    """One LLM call for a plan; if it is unusable, one repair call that shows the model its plan and
-    the reason it was rejected. `timeout_s` bounds both calls together."""
+    """A template plan when the question has a known shape (control/plan_templates.py), without a
+    model call; else one LLM call for a plan and, if it is unusable, one repair call that shows the
+    model its plan and the reason it was rejected. `timeout_s` bounds both calls together."""
 
-    def __init__(self, llm: Any, budget: ControlBudget, timeout_s: float = 120.0, *, max_tokens: int = 512) -> None:
+    def __init__(self, llm: Any, budget: ControlBudget, timeout_s: float = 120.0, *, max_tokens: int = 512,
+                 templates: bool = True) -> None:
         from cograg.prompts import load_prompt
 
         self.llm = llm
         self.budget = budget
+        self.templates = templates
         self.timeout_s = timeout_s
         self.max_tokens = max_tokens
         self.prompt = load_prompt("plan_decompose")
@@ -243,9 +247,30 @@ class Planner:
                                      previous_plan=previous_plan)
         return [ChatMessage(role="user", content=content)]
 
+    def from_template(self, question: str) -> PlanOutcome | None:
+        """The outcome of the template that fits `question`, or None (the model plans it). A
+        template plan is held to the same rules as a model's."""
+        from cograg.control.plan_templates import template_plan
+
+        start = time.monotonic()
+        fitted = template_plan(question)
+        if fitted is None:
+            return None
+        try:
+            checked = validate_plan(fitted.plan, self.budget)
+            check_grounded(checked, question)
+        except PlanError:  # e.g. a budget smaller than the template: the model plans within it
+            return None
+        return PlanOutcome(plan=checked, template=fitted.name,
+                           duration_ms=round((time.monotonic() - start) * 1000.0, 3))
+
     def plan(self, question: str, facts: Sequence[Mapping[str, Any] | Any] = ()) -> PlanOutcome:
         from cograg.models.llm import LLMOutputError, LLMTimeout
 
+        if self.templates:
+            templated = self.from_template(question)
+            if templated is not None:
+                return templated
         start = time.monotonic()
         deadline = start + self.timeout_s
         prompt_facts = _facts_for_prompt(facts)

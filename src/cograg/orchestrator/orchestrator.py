@@ -117,6 +117,7 @@ class Orchestrator:
                         "sufficiency": decision.sufficiency.model_dump() if decision.sufficiency else None,
                         "decision_path": trace.loop.get("decision_path", []),
                         "plan": trace.plan.get("plan"), "nodes": trace.plan.get("nodes", []),
+                        "plan_template": (trace.plan.get("outcome") or {}).get("template"),
                         "states": trace.states, "duration_ms": round(turn.elapsed_s * 1000, 1)}
         resp.trace_id = trace.trace_id
         trace.searches = turn.evidence.searches

@@ -45,10 +45,19 @@ class PlanTaskRunners:
 
     # ------------------------------------------------------------------ task kinds
     def retrieve(self, task: SubTask, deps: list[TaskResult], token: CancelToken) -> TaskResult:
-        """Answer the sub-question from a search of its own."""
+        """Answer the sub-question from a search of its own. A look-up that depends on others (the
+        second hop of a bridge question) searches with what they established and sees it as facts."""
         started = time.perf_counter()
         t = self._sub_trace(task)
-        resp = self.answerer.answer(task.description, trace=t, has_context=True)
+        usable = _established(deps)
+        if not usable:
+            resp = self.answerer.answer(task.description, trace=t, has_context=True)
+            return self._from_answer(task, resp, t, started)
+        known = [strip_markers(d.statement) for d in usable]
+        result = self.answerer.search(" ".join([task.description, *known])).model_copy(
+            update={"query": task.description})
+        facts = [{"id": f"T{d.id}", "statement": s} for d, s in zip(usable, known)]
+        resp = self.answerer.answer(task.description, trace=t, result=result, facts=facts, has_context=True)
         return self._from_answer(task, resp, t, started)
 
     def rewrite(self, task: SubTask, deps: list[TaskResult], token: CancelToken) -> TaskResult:

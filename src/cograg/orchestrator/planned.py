@@ -43,16 +43,18 @@ class PlannedMode:
         """A validated plan (repaired once), or ModeFailed."""
         from cograg.control.planner import Planner
 
-        planner = Planner(RecordingLLM(self.llm, self.trace, purpose="plan"), self.turn.options.budget,
-                          timeout_s=self.timeout_s)
-        self.trace.prompt_versions[planner.prompt.name] = planner.prompt.version
+        budget = self.turn.options.budget
+        planner = Planner(RecordingLLM(self.llm, self.trace, purpose="plan"), budget, timeout_s=self.timeout_s,
+                          templates=budget.plan_templates)
         outcome = guard(lambda: planner.plan(self.turn.question, facts), "R3")
+        if outcome.template is None:  # a template plan used no prompt
+            self.trace.prompt_versions[planner.prompt.name] = planner.prompt.version
         self.trace.plan = {"outcome": outcome.model_dump(mode="json", exclude={"plan"})}
         if outcome.plan is None:
             self.turn.event("PLAN_FAILED", errors=outcome.errors[-2:])
             raise ModeFailed(f"R3: no valid plan after repair ({'; '.join(outcome.errors)[:200]})")
         self.trace.plan["plan"] = outcome.plan.model_dump()
-        self.turn.event("PLAN_READY", tasks=len(outcome.plan.sub_tasks))
+        self.turn.event("PLAN_READY", tasks=len(outcome.plan.sub_tasks), template=outcome.template)
         return outcome.plan
 
     def execute(self, plan: Plan, tasks: PlanTaskRunners) -> dict[int, TaskResult]:

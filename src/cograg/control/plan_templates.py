@@ -1,0 +1,354 @@
+"""Deterministic R3 plans for the common question shapes (Chinese and English), so that such a
+question is planned without a model call.
+
+* comparison: two named entities compared ("Which was released first, A or B?", "Are A and B both
+  X?", "Were A and B of the same nationality?", "A和B哪个更早？", "A与B是否都是…", "A还是B…") →
+  one look-up per entity (a sub-question about that entity alone, asking for the deciding fact where
+  the attribute can be derived) and one reasoning step over both verified statements;
+* bridge: a question about something that must be found first ("Who directed the film that …",
+  "the X of the Y of Z", "When was the author of Z born?", "…的作者是哪国人？") → a look-up of
+  the hidden entity, then a look-up that depends on it (its search includes what the first found).
+
+The patterns are narrow on purpose: a question that fits none with confidence gets None and the
+LLM planner plans it as before. `benchmarks/plan_templates.py` measures how often each fits.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from cograg.control.models import Plan, SubTask
+from cograg.text import is_chinese
+
+TemplateName = str  # "comparison" | "bridge"
+
+
+@dataclass(frozen=True)
+class TemplatePlan:
+    """A plan built from a template; `name` goes into the trace."""
+
+    name: TemplateName
+    plan: Plan
+    entities: tuple[str, ...]
+
+
+# --------------------------------------------------------------------------- shared checks
+
+_WH_EN = re.compile(r"^(?:which|who|whom|whose|what|when|where|why|how|between|both)\b", re.I)
+_AUX_EN = ("is", "was", "are", "were", "has", "had", "have", "won", "did", "does", "do", "became", "starred",
+           "featured", "released", "debuted", "premiered", "originally", "first", "also")
+
+
+def _entity_en(text: str) -> str | None:
+    """A plausible named entity: 1–10 words, a capitalised word, a digit or a quote in it, and not
+    itself a question or a clause."""
+    e = text.strip().strip(",;:").strip()
+    words = e.split()
+    if not 1 <= len(words) <= 10 or _WH_EN.match(e) or "?" in e:
+        return None
+    if not (re.search(r"(?:^|\s)[\"'“‘(]?[A-Z0-9]", e) or re.search(r"[\"“‘]", e)):
+        return None
+    return e
+
+
+_WH_ZH = re.compile(r"哪|谁|什么|是否|是不是|如何|怎么|为什么|多少|吗")
+
+
+def _entity_zh(text: str) -> str | None:
+    e = text.strip().strip("，,：:；;、 ")
+    if not 1 <= len(e) <= 24 or _WH_ZH.search(e) or re.search(r"[，,。？?！!]", e):
+        return None
+    return e
+
+
+def _distinct(a: str | None, b: str | None) -> tuple[str, str] | None:
+    if a is None or b is None or a.lower() == b.lower():
+        return None
+    return a, b
+
+
+# --------------------------------------------------------------------------- comparison, English
+
+_COMPARATIVE = (r"first|earlier|later|last|older|oldest|younger|youngest|elder|larger|largest|bigger|biggest|taller|"
+                r"tallest|longer|longest|higher|highest|heavier|smaller|shorter|deeper|wider|faster|greater|lower|"
+                r"more \w+|less \w+|most \w+")
+_BASE_ADJ = {"larger": "large", "largest": "large", "bigger": "big", "biggest": "big", "taller": "tall",
+             "tallest": "tall", "longer": "long", "longest": "long", "higher": "high", "highest": "high",
+             "heavier": "heavy", "smaller": "small", "shorter": "short", "deeper": "deep", "wider": "wide",
+             "faster": "fast", "greater": "great", "lower": "low"}
+
+# "Which band was formed first, A or B?" / "Who is older, A or B?" / "Which came first the X or the Y?"
+_WHICH_OR = re.compile(r"^(?P<pred>(?:which|who|what)\b[^?]*?)(?:\s*[,:]\s*|\s+)(?P<a>[^,?]+?)\s+or\s+"
+                       r"(?P<b>[^,?]+?)\s*\??\s*$", re.I)
+# "Between A and B, which …?"
+_BETWEEN = re.compile(r"^between\s+(?P<a>.+?)\s+and\s+(?P<b>.+?)\s*,\s*(?P<pred>(?:which|who|what)\b.+?)\s*\??\s*$",
+                      re.I)
+# "Was A or B released first?"
+_AUX_OR = re.compile(r"^(?:was|were|is|are)\s+(?P<a>.+?)\s+or\s+(?P<b>.+?)\s+(?P<pred>\w+ed\s+(?:first|earlier|later))"
+                     r"\s*\??\s*$", re.I)
+# "Were A and B of the same nationality?" / "Are A and B situated in the same province?"
+_SAME = re.compile(r"^(?P<aux>are|were|is|was|do|did|have|had)\s+(?:both\s+)?(?P<a>.+?)\s+and\s+(?P<b>.+?)\s+"
+                   r"(?:both\s+)?(?-i:[a-z]+\s+){0,3}?(?:the\s+)?same\s+(?P<noun>[a-z]+)\b[^?]*?\s*\??\s*$", re.I)
+# "What do A and B have in common?"
+_IN_COMMON = re.compile(r"^what\s+(?:do|did|does)\s+(?:both\s+)?(?P<a>.+?)\s+and\s+(?P<b>.+?)\s+(?:both\s+)?have\s+in\s+common"
+                        r"\s*\??\s*$", re.I)
+# "Are A and B both X?"
+_BOTH = re.compile(r"^(?P<aux>are|were|is|was|do|did|have|had)\s+(?P<a>.+?)\s+and\s+(?P<b>.+?)\s+both\s+(?P<x>[^?]+?)"
+                   r"\s*\??\s*$", re.I)
+# "Are both magazines, A and B, British publications?"
+_BOTH_FIRST = re.compile(r"^(?P<aux>are|were)\s+both\s+(?-i:[a-z ]+,\s*)?(?P<a>[^,]+?)\s+and\s+(?P<b>[^,]+?),\s*"
+                         r"(?P<x>[^?]+?)\s*\??\s*$", re.I)
+
+
+def _split_pred_and_a(head: str) -> tuple[str, str] | None:
+    """'Which band was formed first The Exies' (no comma) → the predicate ends at a comparative."""
+    m = re.match(rf"^((?:which|who|what)\b.*?\b(?:{_COMPARATIVE}))\s+(\S.*)$", head, re.I)
+    return (m.group(1), m.group(2)) if m else None
+
+
+def _article(phrase: str) -> str:
+    return ("an " if phrase[:1].lower() in "aeiou" else "a ") + phrase
+
+
+def _singular(word: str) -> str:
+    if word.endswith("ies"):
+        return word[:-3] + "y"
+    if re.search(r"(?:ch|sh|x|ss)es$", word):
+        return word[:-2]
+    return word[:-1]
+
+
+def _category_question(aux: str, entity: str, x: str) -> str:
+    """'Are A and B both film directors?' → 'Is A a film director?'"""
+    aux = aux.lower()
+    if aux in ("are", "were", "is", "was"):
+        be = "Was" if aux in ("were", "was") else "Is"
+        words = x.split()
+        for i, w in enumerate(words[:4]):
+            if re.fullmatch(r"[A-Za-z-]{3,}s", w) and not re.search(r"(?:ss|us|is)$", w):
+                singular = " ".join(words[:i] + [_singular(w)] + words[i + 1:])
+                return f"{be} {entity} {_article(singular)}?"
+            if not re.fullmatch(r"[A-Za-z-]+", w):
+                break
+        return f"{be} {entity} {x}?"
+    verb = {"are": "Is", "were": "Was", "do": "Does", "did": "Did", "have": "Has", "had": "Had"}[aux]
+    return f"{verb} {entity} {x}?"
+
+
+def _attribute_question(pred: str, entity: str) -> str:
+    """The look-up for one entity of a which-or comparison: the deciding fact where the predicate
+    names a known attribute, else a neutral question naming the entity and the attribute."""
+    p = " ".join(pred.lower().split())
+    past = bool(re.search(r"\b(?:was|were|did|had)\b", p))
+    if re.search(r"\b(?:older|oldest|younger|youngest|elder|born (?:first|earlier|later))\b", p):
+        return f"When was {entity} born?"
+    if re.search(r"\bdied (?:first|earlier)\b", p):
+        return f"When did {entity} die?"
+    m = re.search(r"\b(?P<verb>[a-z]+ed)\s+(?:first|earlier|later|last)\b", p)
+    if m and m.group("verb") not in ("died",):
+        return f"When was {entity} {m.group('verb')}?"
+    if re.search(r"\b(?:came|come|started|began|appeared|happened|occurred) (?:first|earlier)\b", p):
+        return f"When did {entity} happen or begin?"
+    m = re.search(r"\b(?P<adj>" + "|".join(_BASE_ADJ) + r")\b", p)
+    if m:
+        return f"How {_BASE_ADJ[m.group('adj')]} {'was' if past else 'is'} {entity}?"
+    m = re.search(r"\b(?:more|less|most)\s+(?P<adj>[a-z]+)(?P<rest>\s+(?:in|during|among|at)\s+[^?]+)?$", p)
+    if m and m.group("adj") not in ("people", "money", "albums", "films", "books", "games", "members"):
+        return f"How {m.group('adj')} {'was' if past else 'is'} {entity}{m.group('rest') or ''}?"
+    m = re.fullmatch(r"(?:which|who)(?: [a-z]+)? (?P<be>is|was|are|were) (?P<adj>[a-z-]+)", p)
+    if m:
+        return f"{'Was' if past else 'Is'} {entity} {pred.split()[-1]}?"
+    return f"What are the facts about {entity} relevant to: {pred.strip()}?"
+
+
+def _comparison_en(q: str) -> tuple[tuple[str, str], tuple[str, str]] | None:
+    """((A, B), (sub-question A, sub-question B)) or None."""
+    if q.count(" or ") + q.count(" and ") == 0:
+        return None
+    m = _BETWEEN.match(q)
+    if m:
+        pair = _distinct(_entity_en(m.group("a")), _entity_en(m.group("b")))
+        if pair:
+            return pair, (_attribute_question(m.group("pred"), pair[0]), _attribute_question(m.group("pred"), pair[1]))
+    m = _AUX_OR.match(q)
+    if m and q.count(" or ") == 1:
+        pair = _distinct(_entity_en(m.group("a")), _entity_en(m.group("b")))
+        if pair:
+            return pair, (_attribute_question(m.group("pred"), pair[0]), _attribute_question(m.group("pred"), pair[1]))
+    m = _WHICH_OR.match(q)
+    if m and q.count(" or ") == 1:
+        head = q[:m.start("b")].rsplit(" or ", 1)[0]
+        if "," in head or ":" in head:
+            sep = max(head.rfind(","), head.rfind(":"))
+            pred, a = head[:sep], head[sep + 1:]
+        else:
+            split = _split_pred_and_a(head)
+            if split is None:
+                return None
+            pred, a = split
+        pair = _distinct(_entity_en(a), _entity_en(m.group("b")))
+        if pair and len(pred.split()) <= 10:
+            return pair, (_attribute_question(pred, pair[0]), _attribute_question(pred, pair[1]))
+    m = _IN_COMMON.match(q)
+    if m and q.count(" and ") == 1:
+        pair = _distinct(_entity_en(m.group("a")), _entity_en(m.group("b")))
+        if pair:
+            return pair, tuple(f"Who or what is {e}, and what is {e} known for?" for e in pair)  # type: ignore
+    m = _SAME.match(q)
+    if m and q.count(" and ") == 1:
+        pair = _distinct(_entity_en(m.group("a")), _entity_en(m.group("b")))
+        if pair:
+            noun = m.group("noun").lower()
+            return pair, tuple(f"What is the {noun} of {e}?" for e in pair)  # type: ignore[return-value]
+    for pattern in (_BOTH, _BOTH_FIRST):
+        m = pattern.match(q)
+        if m and q.count(" and ") == 1:
+            pair = _distinct(_entity_en(m.group("a")), _entity_en(m.group("b")))
+            if pair:
+                return pair, tuple(_category_question(m.group("aux"), e, m.group("x")) for e in pair)  # type: ignore
+    return None
+
+
+# --------------------------------------------------------------------------- comparison, Chinese
+
+_AND_ZH = r"(?:和|与|跟|同|及)"
+_WHICH_ZH = r"(?:哪个|哪一个|哪部|哪本|哪家|哪位|哪座|哪所|哪首|谁)"
+# "A和B哪个更早？" / "A与B谁年龄更大？"
+_ZH_WHICH = re.compile(rf"^(?P<a>[^，,？?]+?){_AND_ZH}(?P<b>[^，,？?]+?)(?:之间|两者|二者|中)?，?{_WHICH_ZH}(?P<pred>[^？?]+?)"
+                       r"[？?]?$")
+# "哪个更早，A还是B？"
+_ZH_WHICH_FIRST = re.compile(rf"^{_WHICH_ZH}(?P<pred>[^，,？?]+?)[，,：:]\s*(?P<a>[^，,？?]+?)还是(?P<b>[^，,？?]+?)[？?]?$")
+# "A还是B更早？"
+_ZH_OR = re.compile(r"^(?P<a>[^，,？?]+?)还是(?P<b>[^，,？?]+?)(?P<pred>(?:更|先|后|比较|最)[^，,？?]+)[？?]?$")
+# "A和B是否来自同一个国家？"
+_ZH_SAME = re.compile(rf"^(?P<a>[^，,？?]+?){_AND_ZH}(?P<b>[^，,？?]+?)(?:是否|是不是)?(?:都)?(?:是|来自|属于|在|出生于|位于)?"
+                      r"(?:同一个|同一|相同的|相同|一样的)(?P<noun>[\u4e00-\u9fff]{1,4}?)(?:的人)?吗?[？?]?$")
+# "A与B是否都是作家？" / "A和B都获得过诺贝尔奖吗？"
+_ZH_BOTH = re.compile(rf"^(?P<a>[^，,？?]+?){_AND_ZH}(?P<b>[^，,？?]+?)(?:是否|是不是)?都(?P<x>[^？?]+?)吗?[？?]?$")
+
+
+def _attribute_question_zh(pred: str, entity: str) -> str:
+    p = pred.strip()
+    if re.search(r"年龄|年纪|年长|年轻|岁数|出生", p) or (re.fullmatch(r"更?(?:大|老|小)", p)):
+        return f"{entity}是哪一年出生的？"
+    m = re.search(r"(?:更|比较|最)?(?:早|晚|先|后)(?P<verb>[\u4e00-\u9fff]{0,4})$", p) or re.search(
+        r"^(?P<verb>[\u4e00-\u9fff]{1,4}?)(?:得|的)?(?:更|比较|最)(?:早|晚)$", p)
+    if m:
+        verb = m.group("verb").rstrip("的")
+        return f"{entity}是什么时候{verb}的？" if verb else f"{entity}是什么时候出现的？"
+    return f"{entity}在“{p}”方面的情况如何？"
+
+
+def _comparison_zh(q: str) -> tuple[tuple[str, str], tuple[str, str]] | None:
+    q = re.sub(r"^请问[，,]?", "", q.strip())
+    for pattern in (_ZH_WHICH_FIRST, _ZH_OR, _ZH_WHICH):
+        m = pattern.match(q)
+        if m:
+            pair = _distinct(_entity_zh(m.group("a")), _entity_zh(m.group("b")))
+            if pair:
+                return pair, (_attribute_question_zh(m.group("pred"), pair[0]),
+                              _attribute_question_zh(m.group("pred"), pair[1]))
+    m = _ZH_SAME.match(q)
+    if m:
+        pair = _distinct(_entity_zh(m.group("a")), _entity_zh(m.group("b")))
+        if pair:
+            noun = m.group("noun")
+            return pair, tuple(f"{e}的国籍是什么？" if noun in ("国籍", "国家") else f"{e}属于哪个{noun}？"
+                               for e in pair)  # type: ignore[return-value]
+    m = _ZH_BOTH.match(q)
+    if m:
+        pair = _distinct(_entity_zh(m.group("a")), _entity_zh(m.group("b")))
+        if pair:
+            return pair, tuple(f"{e}{m.group('x')}吗？" for e in pair)  # type: ignore[return-value]
+    return None
+
+
+# --------------------------------------------------------------------------- bridge
+
+_BRIDGE_NOUNS = (r"film|movie|song|single|album|band|group|book|novel|show|series|television series|TV series|sitcom|"
+                 r"company|team|club|university|college|school|city|town|country|game|video game|magazine|"
+                 r"newspaper|play|musical|station|network|episode|opera|painting|building|airport|actor|actress|"
+                 r"singer|player|politician|writer|author|director|man|woman|person")
+# "Who directed the film that was shot in Leland in 1986?"
+_REL_CLAUSE = re.compile(rf"^(?P<head>(?:who|what|when|where|which \w+|what \w+|in what year|in which year)\s+"
+                         rf"(?:\w+\s+){{0,2}}?\w+)\s+the\s+(?P<noun>{_BRIDGE_NOUNS})\s+"
+                         r"(?P<rel>that|which|who|whom|in which|on which|where|whose)\s+(?P<clause>[^?]{8,}?)\s*\??\s*$",
+                         re.I)
+_PERSON_ROLES = (r"author|director|writer|founder|co-founder|creator|composer|producer|singer|lead singer|father|"
+                 r"mother|wife|husband|son|daughter|designer|architect|inventor|owner|CEO|president|coach|"
+                 r"head coach|captain|manager|editor|publisher|star|lead actor|narrator|host|illustrator|developer")
+# "the X of the Y of Z"
+_OF_OF = re.compile(r"^(?P<wh>who|what|when|where|which)\s+(?P<be>is|was|are|were)\s+the\s+(?P<x>[a-z]+(?:\s[a-z]+)?)"
+                    r"\s+of\s+the\s+(?P<y>[a-z-]+(?:\s[a-z]+)?)\s+of\s+(?P<z>[^?]+?)\s*\??\s*$", re.I)
+# "When was the author of Z born?" / "What nationality is the director of Z?"
+_ROLE_OF = re.compile(r"^(?P<head>when was|where was|in what year was|in which year was|what year was|"
+                      r"what nationality (?:is|was)|what is the nationality of|where did|when did|how old is|"
+                      rf"how old was)\s+the\s+(?P<role>{_PERSON_ROLES})\s+of\s+(?P<z>[^?]+?)"
+                      r"(?:\s+(?:born|die|died|grow up|study|live))?\s*\??\s*$", re.I)
+_ZH_ROLES = (r"作者|导演|创始人|创办人|作曲者|作曲家|编剧|主演|父亲|母亲|妻子|丈夫|设计者|设计师|发明者|发明人|"
+             r"主唱|校长|总统|首任总统|董事长|首席执行官|建筑师")
+# "《红楼梦》的作者是哪国人？"
+_ZH_ROLE_OF = re.compile(rf"^(?P<z>[^，,？?]{{1,24}}?)的(?P<role>{_ZH_ROLES})(?P<rest>是哪国人|是哪里人|是什么时候出生的|"
+                         r"出生于哪一?年|出生在哪里|生于哪一?年|哪一?年出生|来自哪里|来自哪个国家|毕业于哪所[\u4e00-\u9fff]+|"
+                         r"的国籍是什么|的出生地是哪里|的出生日期是什么|还有哪些作品)[？?]?$")
+
+
+_INVERTED = ("is", "was", "are", "were", "did", "does", "do", "has", "have", "had", "will", "would", "can", "could")
+
+
+def _inner_of_clause(noun: str, rel: str, clause: str) -> str:
+    first = clause.split()[0].lower()
+    if rel.lower() in ("that", "which", "who") and first in _AUX_EN:
+        return f"Which {noun} {clause}?"
+    return f"Which {noun} is the one {rel} {clause}?"
+
+
+def _bridge(q: str) -> tuple[str, str] | None:
+    """(first look-up, the entity it is about) or None."""
+    if is_chinese(q):
+        m = _ZH_ROLE_OF.match(q.strip())
+        if m and _entity_zh(m.group("z")):
+            return f"{m.group('z')}的{m.group('role')}是谁？", m.group("z")
+        return None
+    m = _OF_OF.match(q)
+    if m and _entity_en(m.group("z")):
+        who = "Who" if re.fullmatch(_PERSON_ROLES, m.group("y"), re.I) else "What"
+        return f"{who} {m.group('be')} the {m.group('y')} of {m.group('z')}?", m.group("z")
+    m = _ROLE_OF.match(q)
+    if m and _entity_en(m.group("z")):
+        return f"Who is the {m.group('role')} of {m.group('z')}?", m.group("z")
+    m = _REL_CLAUSE.match(q)
+    # "In what year was the man that … born?": an inverted auxiliary leaves the question's own verb
+    # at the end, inside what would be taken for the relative clause
+    if m and " or " not in q and m.group("head").split()[-1].lower() not in _INVERTED:
+        return _inner_of_clause(m.group("noun"), m.group("rel"), m.group("clause").strip()), m.group("clause")
+    return None
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def template_plan(question: str) -> TemplatePlan | None:
+    """The plan of the first template that fits `question` with confidence, or None."""
+    q = " ".join(question.split())
+    if not q:
+        return None
+    comparison = _comparison_zh(q) if is_chinese(q) else _comparison_en(q)
+    if comparison is not None:
+        (a, b), (qa, qb) = comparison
+        return TemplatePlan(name="comparison", entities=(a, b), plan=Plan(sub_tasks=[
+            SubTask(id=1, description=qa, dependencies=[], type="retrieve"),
+            SubTask(id=2, description=qb, dependencies=[], type="retrieve"),
+            SubTask(id=3, description=q, dependencies=[1, 2], type="reason")]))
+    bridge = _bridge(q)
+    if bridge is not None:
+        first, about = bridge
+        # the second look-up searches the question together with what the first established
+        return TemplatePlan(name="bridge", entities=(about,), plan=Plan(sub_tasks=[
+            SubTask(id=1, description=first, dependencies=[], type="retrieve"),
+            SubTask(id=2, description=q, dependencies=[1], type="retrieve")]))
+    return None
+
+
+__all__ = ["TemplatePlan", "template_plan"]
