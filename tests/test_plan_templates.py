@@ -1,0 +1,192 @@
+"""R3 plan templates (control/plan_templates.py): each question shape in English and Chinese, the
+questions no template may take, the planner's entry point (template first, no model call; the LLM
+planner otherwise), and template plans run end to end through the orchestrator with a scripted model."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from cograg.control.models import ControlBudget
+from cograg.control.plan_templates import template_plan
+from cograg.control.planner import Planner, check_grounded, validate_plan
+from cograg.engine import Engine
+from cograg.models.llm import ScriptedLLM
+from tests.test_control_flow import DOCS, Brain, ask, assert_verified, block_with
+from tests.test_answer import make_engine
+
+BUDGET = ControlBudget()
+
+COMPARISONS = [
+    # question, entities, the look-up of the first entity
+    ("Which was released first, Blue Harbor or Red Canyon?", ("Blue Harbor", "Red Canyon"),
+     "When was Blue Harbor released?"),
+    ("Who is older, Sid Haig or Vic Darchinyan?", ("Sid Haig", "Vic Darchinyan"), "When was Sid Haig born?"),
+    ("Which band was formed first The Exies or Circus Diablo ?", ("The Exies", "Circus Diablo"),
+     "When was The Exies formed?"),
+    ("Are Christopher Nolan and Sathish Kalathil both film directors?", ("Christopher Nolan", "Sathish Kalathil"),
+     "Is Christopher Nolan a film director?"),
+    ("Were Ada Lovelace and Charles Babbage of the same nationality?", ("Ada Lovelace", "Charles Babbage"),
+     "What is the nationality of Ada Lovelace?"),
+    ("Between Iain Banks and Irwin Shaw, which writer has had a more diverse career?", ("Iain Banks", "Irwin Shaw"),
+     "What are the facts about Iain Banks relevant to: which writer has had a more diverse career?"),
+    ("Which plant is larger, the Pterocarya or the Cotula?", ("the Pterocarya", "the Cotula"),
+     "How large is the Pterocarya?"),
+    ("What do E. B. White and Dan Masterson have in common?", ("E. B. White", "Dan Masterson"),
+     "Who or what is E. B. White, and what is E. B. White known for?"),
+    ("红楼梦和西游记哪个更早？", ("红楼梦", "西游记"), "红楼梦是什么时候出现的？"),
+    ("银雾和龙井43哪个更早育成？", ("银雾", "龙井43"), "银雾是什么时候育成的？"),
+    ("鲁迅与老舍是否都是作家？", ("鲁迅", "老舍"), "鲁迅是作家吗？"),
+    ("鲁迅还是老舍更早出生？", ("鲁迅", "老舍"), "鲁迅是哪一年出生的？"),
+    ("哪个更早成立，清华大学还是北京大学？", ("清华大学", "北京大学"), "清华大学是什么时候成立的？"),
+    ("南通和景德镇是否属于同一个省份？", ("南通", "景德镇"), "南通属于哪个省份？"),
+]
+
+BRIDGES = [
+    # question, the first look-up
+    ("Who directed the film that was shot in Wilmington, North Carolina in 1986",
+     "Which film was shot in Wilmington, North Carolina in 1986?"),
+    ("Who directed the film in which Jung Joon-young made his big screen debut?",
+     "Which film is the one in which Jung Joon-young made his big screen debut?"),
+    ("Who is the father of the director of Titanic?", "Who is the director of Titanic?"),
+    ("When was the author of The Hobbit born?", "Who is the author of The Hobbit?"),
+    ("《红楼梦》的作者是哪国人？", "《红楼梦》的作者是谁？"),
+    ("林登桥的设计者出生于哪一年？", "林登桥的设计者是谁？"),
+]
+
+NO_TEMPLATE = [
+    "When did the Linden Bridge open?",
+    "Who wrote Hamlet?",
+    "Which of the two tornado outbreaks killed the most people?",
+    "Compare A and B in the Linden report",
+    "In what year was the man that resigned as the president of Israel before the election born?",
+    "Summarise the report on tea and coffee.",
+    "What is the difference between BM25 and dense retrieval?",
+    "红楼梦的作者是谁？",
+    "银雾是什么时候育成的？",
+    "总结一下这份报告。",
+]
+
+
+@pytest.mark.parametrize(("question", "entities", "first"), COMPARISONS)
+def test_comparison_template_looks_up_each_entity_then_compares(question, entities, first):
+    tp = template_plan(question)
+    assert tp is not None and tp.name == "comparison" and tp.entities == entities
+    one, two, compare = validate_plan(tp.plan, BUDGET).sub_tasks
+    check_grounded(tp.plan, question)
+    assert one.description == first
+    assert entities[1] in two.description and entities[0] not in two.description
+    assert (one.kind, two.kind, compare.kind) == ("retrieve", "retrieve", "reason")
+    assert compare.dependencies == [1, 2] and compare.description == " ".join(question.split())
+
+
+@pytest.mark.parametrize(("question", "first"), BRIDGES)
+def test_bridge_template_looks_up_the_hidden_entity_then_the_question(question, first):
+    tp = template_plan(question)
+    assert tp is not None and tp.name == "bridge"
+    hop1, hop2 = validate_plan(tp.plan, BUDGET).sub_tasks
+    check_grounded(tp.plan, question)
+    assert hop1.description == first and hop1.dependencies == []
+    assert hop2.kind == "retrieve" and hop2.dependencies == [1] and hop2.description == " ".join(question.split())
+
+
+@pytest.mark.parametrize("question", NO_TEMPLATE)
+def test_questions_of_no_known_shape_get_no_template(question):
+    assert template_plan(question) is None
+
+
+def test_planner_uses_a_template_without_a_model_call_and_the_model_otherwise():
+    plan = {"sub_tasks": [{"id": 1, "description": "Linden Bridge opening", "dependencies": []}]}
+    llm = ScriptedLLM([json.dumps(plan)])
+    planner = Planner(llm, BUDGET, timeout_s=10)
+    templated = planner.plan("Which opened first, the Linden Bridge or the Rhine Bridge?")
+    assert templated.template == "comparison" and templated.attempts == 0 and llm.calls == []
+    assert [t.description for t in templated.plan.sub_tasks][:2] == ["When was the Linden Bridge opened?",
+                                                                     "When was the Rhine Bridge opened?"]
+    modelled = planner.plan("Everything about the Linden Bridge in the report")
+    assert modelled.template is None and modelled.attempts == 1 and len(llm.calls) == 1
+    # templates off: the model plans the comparison too
+    off = Planner(ScriptedLLM([json.dumps(plan)]), BUDGET, timeout_s=10, templates=False)
+    assert off.plan("Which opened first, the Linden Bridge or the Rhine Bridge?").template is None
+
+
+def test_a_budget_too_small_for_the_template_leaves_the_question_to_the_model():
+    llm = ScriptedLLM([json.dumps({"sub_tasks": [{"id": 1, "description": "Linden Bridge", "dependencies": []}]})])
+    out = Planner(llm, ControlBudget(max_nodes=2), timeout_s=10).plan(
+        "Which opened first, the Linden Bridge or the Rhine Bridge?")
+    assert out.template is None and len(llm.calls) == 1
+
+
+# --------------------------------------------------------------------------- whole turns
+
+
+@pytest.fixture()
+def eng(tmp_path: Path):
+    docs = DOCS | {"marrick.md": "# Tobias Marrick\n\nTobias Marrick was born in Leeds in 1770.\n"}
+    e = make_engine(tmp_path, docs)
+    yield e
+    e.close()
+
+
+def test_comparison_template_runs_end_to_end_with_no_planning_call(eng: Engine):
+    brain = Brain(plan=lambda text: pytest.fail("the LLM planner must not be asked"))
+    resp = ask(eng, brain, "Which opened first, the Linden Bridge or the Rhine Bridge?", mode="R3", templates=True)
+    assert not resp.fallback and resp.mode == "R3_DAG_PLAN" and "plan" not in brain.kinds
+    assert "1811" in resp.answer and "1870" in resp.answer
+    assert_verified(resp)
+    t = eng.trace(resp.trace_id)
+    assert t["plan"]["outcome"]["template"] == "comparison" and t["plan"]["outcome"]["attempts"] == 0
+    assert resp.explain["plan_template"] == "comparison"
+    ready = next(e for e in t["events"] if e["name"] == "PLAN_READY")
+    assert ready["data"]["template"] == "comparison"
+    assert not any(c["purpose"] == "plan" for c in t["model_calls"])
+    assert "plan_decompose" not in t["prompt_versions"]
+    nodes = {n["id"]: n for n in t["plan"]["nodes"]}
+    assert [nodes[i]["status"] for i in (1, 2, 3)] == ["done", "done", "done"]
+    assert "1811" in nodes[1]["statement"] and "1870" in nodes[2]["statement"]
+    assert nodes[3]["deps"] == [1, 2]  # the comparison step reasons over both statements
+
+
+def test_bridge_template_second_look_up_searches_with_the_first_answer(eng: Engine):
+    def answer(q: str, text: str) -> dict:
+        if q == "Who is the designer of the Linden Bridge?":
+            n = block_with(text, "designed by Tobias Marrick")
+            return {"answer": f"The Linden Bridge was designed by Tobias Marrick [{n}].",
+                    "citations": [{"id": n, "quote": ""}], "fallback": False}
+        # the second hop sees the first one's statement as an established fact
+        n = block_with(text, "born in Leeds")
+        if "<established_facts>" not in text or "Tobias Marrick" not in text.split("<retrieved_documents>")[0] or n is None:
+            return {"answer": "", "citations": [], "fallback": True}
+        return {"answer": f"Tobias Marrick was born in Leeds in 1770 [{n}].", "citations": [{"id": n, "quote": ""}],
+                "fallback": False}
+
+    def synth(text: str) -> dict:
+        return {"answer": "The Linden Bridge was designed by Tobias Marrick [cite: task, 1]. "
+                          "Tobias Marrick was born in Leeds in 1770 [cite: task, 2]."}
+
+    brain = Brain(plan=lambda text: pytest.fail("the LLM planner must not be asked"), answer=answer, synth=synth)
+    question = "Where was the designer of the Linden Bridge born?"
+    resp = ask(eng, brain, question, mode="R3", templates=True)
+    assert not resp.fallback and "Leeds" in resp.answer
+    assert_verified(resp)
+    t = eng.trace(resp.trace_id)
+    assert t["plan"]["outcome"]["template"] == "bridge"
+    nodes = {n["id"]: n for n in t["plan"]["nodes"]}
+    assert nodes[2]["deps"] == [1] and nodes[2]["status"] == "done"
+    second = [s["query"] for s in t["searches"] if s["query"].startswith(question)]
+    assert second and "Tobias Marrick" in second[0]
+    assert sorted({c.source.rsplit("/", 1)[-1] for c in resp.citations}) == ["linden.md", "marrick.md"]
+
+
+def test_a_question_of_no_known_shape_goes_to_the_llm_planner(eng: Engine):
+    plan = {"sub_tasks": [{"id": 1, "description": "When did the Linden Bridge open?", "dependencies": []},
+                          {"id": 2, "description": "Who designed the Linden Bridge?", "dependencies": []}]}
+    brain = Brain(plan=plan)
+    resp = ask(eng, brain, "Tell me the history of the Linden Bridge", mode="R3", templates=True)
+    t = eng.trace(resp.trace_id)
+    assert brain.kinds.count("plan") == 1 and t["plan"]["outcome"]["template"] is None
+    assert any(c["purpose"] == "plan" for c in t["model_calls"])
+    assert re.match(r"plan_decompose@\d+", t["prompt_versions"]["plan_decompose"])
