@@ -9,8 +9,13 @@ grader passed (most confident first), then everything else it retrieved in order
 sub-task searches interleaved round-robin (each hop's best hits first), then the rest.
 
     .venv/bin/python benchmarks/control.py --model fast --n 12 [--modes R1,R2,R3] [--write-docs]
+    .venv/bin/python benchmarks/control.py --model fast --type comparison --n 10 [--no-templates]
 
-Rows stream to benchmarks/results/control-<model>.jsonl; re-running resumes.
+`--type comparison|bridge` draws only questions of that HotpotQA type; per mode it also records
+whether R3 planned from a template (control/plan_templates.py) and how many model calls planning
+took. `--no-templates` makes the LLM planner plan every R3 turn (control.plan_templates=false).
+
+Rows stream to benchmarks/results/control-<model>[-<type>][-notemplates].jsonl; re-running resumes.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
 
 from cograg.answer.answerer import AnswerConfig  # noqa: E402
-from cograg.config import Settings  # noqa: E402
+from cograg.config import ControlBudget, Settings  # noqa: E402
 from cograg.engine import Engine  # noqa: E402
 from cograg.eval.retrieval import hotpot_to_beir  # noqa: E402
 from cograg.orchestrator.orchestrator import TurnOptions  # noqa: E402
@@ -58,7 +63,10 @@ def ranked_evidence(mode: str, trace: dict) -> list[str]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
-    ap.add_argument("--model", default="fast")
+    ap.add_argument("--model", "--profile", default="fast")
+    ap.add_argument("--type", choices=["comparison", "bridge"], default=None,
+                    help="only questions of this HotpotQA type")
+    ap.add_argument("--no-templates", action="store_true", help="R3 always asks the LLM planner")
     ap.add_argument("--modes", default="R1,R2,R3")
     ap.add_argument("--n", type=int, default=12)
     ap.add_argument("--work", type=Path, default=REPO / ".bench-stores")
@@ -67,8 +75,11 @@ def main() -> None:
     args = ap.parse_args()
     data = args.data / "hotpotqa_train100"
     questions = json.loads((data / "hipporag_hotpotqa_train100.json").read_text(encoding="utf-8"))
-    qs = random.Random(7).sample(questions, args.n)
-    out_file = REPO / "benchmarks" / "results" / f"control-{args.model}.jsonl"
+    if args.type:
+        questions = [q for q in questions if q["type"] == args.type]
+    qs = random.Random(7).sample(questions, min(args.n, len(questions)))
+    suffix = (f"-{args.type}" if args.type else "") + ("-notemplates" if args.no_templates else "")
+    out_file = REPO / "benchmarks" / "results" / f"control-{args.model}{suffix}.jsonl"
     out_file.parent.mkdir(exist_ok=True)
     done = {}
     if out_file.exists():
@@ -98,7 +109,8 @@ def main() -> None:
                     if (q["question"], m) in done:
                         continue
                     opts = TurnOptions(answer=AnswerConfig(retrieve_hits=10), force_mode=MODES[m],
-                                       use_llm_router=False)
+                                       use_llm_router=False,
+                                       budget=ControlBudget(plan_templates=not args.no_templates))
                     t0 = time.perf_counter()
                     resp = eng.ask(q["question"], options=opts)
                     latency = time.perf_counter() - t0
@@ -110,24 +122,34 @@ def main() -> None:
                            "recall@10": len(gold & set(evidence)) / max(1, len(gold)),
                            "latency_s": round(latency, 2),
                            "tokens": sum(c["prompt_tokens"] + c["completion_tokens"] for c in trace["model_calls"]),
-                           "model_calls": len(trace["model_calls"]), "trace_id": resp.trace_id}
+                           "model_calls": len(trace["model_calls"]),
+                           "plan_calls": sum(c["purpose"] == "plan" for c in trace["model_calls"]),
+                           "template": ((trace.get("plan") or {}).get("outcome") or {}).get("template"),
+                           "type": q["type"], "trace_id": resp.trace_id}
                     fh.write(json.dumps(row, ensure_ascii=False) + "\n")
                     fh.flush()
                     done[(q["question"], m)] = row
                     print(f"[{i}/{len(qs)} {m}] {latency:.0f}s correct={row['correct']} recall={row['recall@10']:.2f} "
-                          f"final={resp.mode} {q['question'][:60]}", flush=True)
+                          f"final={resp.mode} template={row['template']} calls={row['model_calls']} "
+                          f"{q['question'][:60]}", flush=True)
         eng.close()
     wanted = {q["question"] for q in qs}
-    lines = ["## Control flow: R1 vs R2 vs R3 on multi-hop questions", "",
-             f"Command: `.venv/bin/python benchmarks/control.py --model {args.model} --n {args.n} --write-docs`  ",
-             f"Store: the 994 HotpotQA train100 paragraphs; {args.n} questions drawn with seed 7; model profile "
+    # a typed run has a section of its own (a heading that is no prefix of the untyped one)
+    heading = (f"## Control flow on {args.type} questions{', LLM planner only' if args.no_templates else ''}"
+               if args.type else "## Control flow: R1 vs R2 vs R3")
+    lines = [heading if args.type else "## Control flow: R1 vs R2 vs R3 on multi-hop questions", "",
+             f"Command: `.venv/bin/python benchmarks/control.py --model {args.model} --n {args.n}"
+             f"{' --type ' + args.type if args.type else ''}{' --no-templates' if args.no_templates else ''} "
+             "--write-docs`  ",
+             f"Store: the 994 HotpotQA train100 paragraphs; {len(qs)} {args.type or ''} questions drawn with seed 7; "
+             f"model profile "
              f"`{args.model}` for every call of every mode (router bypassed with a forced mode; judge: the same "
              "model). Recall@10: share of the gold supporting paragraphs among the first 10 paragraphs of the "
              "evidence each mode ranks first (see the script's docstring). Accuracy: the delivered (not refused) "
-             f"answer contains the gold answer. Rows: `benchmarks/results/control-{args.model}.jsonl`.", "",
+             f"answer contains the gold answer. Rows: `{out_file.relative_to(REPO)}`.", "",
              "| mode | questions | supporting-paragraph recall@10 | answer accuracy | answered | fell back to another mode "
-             "| median latency s | median tokens | median model calls |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| median latency s | median tokens | median model calls | planned by a template | planning calls |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for m in modes:
         rows = [r for (qq, mm), r in done.items() if mm == m and qq in wanted]
         if not rows:
@@ -136,14 +158,15 @@ def main() -> None:
             f"| {m} | {len(rows)} | {statistics.mean(r['recall@10'] for r in rows):.3f} | "
             f"{sum(r['correct'] for r in rows) / len(rows):.3f} | {sum(not r['fallback'] for r in rows) / len(rows):.2f} | "
             f"{sum(r['final_mode'] != MODES[m] for r in rows)} | {statistics.median(r['latency_s'] for r in rows):.1f} | "
-            f"{int(statistics.median(r['tokens'] for r in rows))} | {int(statistics.median(r['model_calls'] for r in rows))} |")
+            f"{int(statistics.median(r['tokens'] for r in rows))} | {int(statistics.median(r['model_calls'] for r in rows))} | "
+            f"{sum(bool(r.get('template')) for r in rows)} | {sum(r.get('plan_calls', 0) for r in rows)} |")
     table = "\n".join(lines) + "\n"
     print(table)
     if args.write_docs:
         sys.path.insert(0, str(REPO / "benchmarks"))
         from benchmarks_common import write_section
 
-        write_section(REPO / "docs" / "benchmarks.md", "## Control flow: R1 vs R2 vs R3", table)
+        write_section(REPO / "docs" / "benchmarks.md", heading, table)
 
 
 if __name__ == "__main__":
