@@ -74,7 +74,12 @@ def main() -> None:
     fired = [r for r in rows if r["template"]]
     right = sum(r["template"] == r["type"] for r in fired)
     lines += ["", f"Precision over all 100: {right} of {len(fired)} template plans match HotpotQA's type. "
-              "Every template plan passes `validate_plan` and `check_grounded`."]
+              "Every template plan passes `validate_plan` and `check_grounded`.", "",
+              "Caveat on the split: the full question list was read once before the split was made; no pattern was "
+              "changed after the unseen half's numbers were seen. The bridge templates are narrow on purpose "
+              "(\"Who directed the film that …\", \"the X of the Y of Z\", \"When was the author of Z born?\", "
+              "\"…的作者是哪国人？\"): HotpotQA's bridge questions mostly have other shapes, so most of them still "
+              "go to the LLM planner, and none gets the comparison template."]
     table = "\n".join(lines) + "\n"
     print(table)
     if args.write_docs:
