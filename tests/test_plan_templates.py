@@ -14,7 +14,7 @@ from cograg.control.models import ControlBudget
 from cograg.control.plan_templates import template_plan
 from cograg.control.planner import Planner, check_grounded, validate_plan
 from cograg.engine import Engine
-from cograg.models.llm import ScriptedLLM
+from cograg.testing import ScriptedLLM
 from tests.test_control_flow import DOCS, Brain, ask, assert_verified, block_with
 from tests.test_answer import make_engine
 
