@@ -131,12 +131,26 @@ def eng(tmp_path: Path):
     e.close()
 
 
+def compare_answer(q: str, text: str) -> dict:
+    """The comparison step answers from both look-ups' sources (the case data decides the blocks)."""
+    from tests.test_control_flow import default_answer
+
+    if "first" not in q.lower():
+        return default_answer(q, text)
+    a, b = block_with(text, "opened in 1811"), block_with(text, "1870")
+    return {"answer": f"The Linden Bridge opened in 1811 [{a}]. The Rhine Bridge opened in 1870 [{b}].",
+            "citations": [{"id": a, "quote": ""}, {"id": b, "quote": ""}], "fallback": False}
+
+
 def test_comparison_template_runs_end_to_end_with_no_planning_call(eng: Engine):
-    brain = Brain(plan=lambda text: pytest.fail("the LLM planner must not be asked"))
+    brain = Brain(plan=lambda text: pytest.fail("the LLM planner must not be asked"), answer=compare_answer)
     resp = ask(eng, brain, "Which opened first, the Linden Bridge or the Rhine Bridge?", mode="R3", templates=True)
     assert not resp.fallback and resp.mode == "R3_DAG_PLAN" and "plan" not in brain.kinds
     assert "1811" in resp.answer and "1870" in resp.answer
     assert_verified(resp)
+    # the comparison step asked the user's question over both statements: its verified answer is
+    # the turn's answer, with no synthesis call
+    assert "synthesize" not in brain.kinds
     t = eng.trace(resp.trace_id)
     assert t["plan"]["outcome"]["template"] == "comparison" and t["plan"]["outcome"]["attempts"] == 0
     assert resp.explain["plan_template"] == "comparison"

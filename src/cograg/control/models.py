@@ -8,6 +8,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, Field
 
 from cograg.answer.contract import Citation
+from cograg.answer.verifier import ClaimCheck
 from cograg.config import ControlBudget  # noqa: F401 - the control budgets live in the settings tree
 
 Route = Literal["FAST_PATH", "DOC_GROUNDED", "MULTI_HOP", "CLARIFY", "BLOCK"]
@@ -99,6 +100,7 @@ class TaskResult(BaseModel):
     status: TaskStatus
     statement: str = ""
     citations: list[Citation] = Field(default_factory=list)
+    claims: list[ClaimCheck] = Field(default_factory=list, description="the verifier's verdicts on the statement")
     conflicts: list[dict[str, Any]] = Field(default_factory=list)
     error: str | None = None
     attempts: int = 0

@@ -129,7 +129,7 @@ class PlanTaskRunners:
         ok = not resp.fallback and bool(resp.citations)
         return TaskResult(id=task.id, description=task.description, kind=task.kind,
                           status="done" if ok else "failed", statement=resp.answer if ok else "",
-                          citations=resp.citations if ok else [],
+                          citations=resp.citations if ok else [], claims=resp.claims if ok else [],
                           error=None if ok else (resp.notes[0] if resp.notes else "no verified statement"),
                           duration_ms=round((time.perf_counter() - started) * 1000, 1), tokens=tokens)
 

@@ -32,8 +32,11 @@ class PlannedMode:
         tasks = PlanTaskRunners(question=self.turn.question, answerer=self.answerer, llm=self.llm, judge=self.judge,
                                 trace=self.trace, evidence=self.turn.evidence, llm_timeout_s=self.timeout_s)
         results = self.execute(plan, tasks)
-        synthesizer = self.synthesizer()
         conflicts = [c for r in results.values() for c in r.conflicts]
+        final = None if conflicts else final_task(plan, results, self.turn.question)
+        if final is not None:
+            return self.from_final_task(plan, results, final)
+        synthesizer = self.synthesizer()
         if conflicts:
             return self.conflict_answer(results, conflicts, synthesizer)
         return self.synthesize(plan, results, synthesizer)
@@ -112,6 +115,24 @@ class PlannedMode:
                               confidence=confidence, grounded=True, route="MULTI_HOP", trace_id=self.trace.trace_id,
                               claims=synthesis.claims, notes=notes)
 
+    def from_final_task(self, plan: Plan, results: dict[int, TaskResult], final: TaskResult) -> AnswerResponse:
+        """The plan's one last task asked the user's own question over everything before it, and its
+        answer is verified already: it is the answer, and a synthesis call would only restate it."""
+        done = _done(results)
+        self.turn.event("EXECUTION_DONE", status=self.status, done=len(done), total=len(plan.sub_tasks))
+        self.trace.plan["synthesis"] = {"method": "final_task", "task": final.id}
+        self.turn.event("DRAFT_READY", method="final_task", citations=len(final.citations))
+        supported = [c for c in final.claims if c.kept]
+        self.turn.event("VERIFIED", supported=len(supported), total=len(final.claims), method="final_task")
+        confidence = round(len(done) / max(1, len(plan.sub_tasks)) * len(supported) / max(1, len(final.claims)), 3)
+        incomplete = [r.id for r in results.values() if r.status != "done"]
+        notes = [f"task {final.id} answered the question from the others' verified statements"]
+        if incomplete:
+            notes.append(f"tasks without a verified result: {incomplete}")
+        return AnswerResponse(answer=final.statement, citations=final.citations, fallback=False,
+                              confidence=confidence, grounded=True, route="MULTI_HOP", trace_id=self.trace.trace_id,
+                              claims=final.claims, notes=notes)
+
     def conflict_answer(self, results: dict[int, TaskResult], conflicts: list[dict[str, Any]],
                         synthesizer: Any) -> AnswerResponse:
         """D7: the sources disagree. The answer is both sides, each verified against its own source
@@ -128,6 +149,22 @@ class PlannedMode:
                               grounded=True, route="MULTI_HOP", trace_id=self.trace.trace_id, claims=sides.claims,
                               clarification=message("clarify.which_source", self.turn.lang),
                               notes=[f"conflict between tasks {first['a']} and {first['b']}: {first.get('reason', '')}"])
+
+
+def final_task(plan: Plan, results: dict[int, TaskResult], question: str) -> TaskResult | None:
+    """The result that answers the whole question by itself: the plan's only sink, a reasoning task
+    (it answered from the chunks behind every input, so it can cite all of them), done with verified
+    sentences, every other task done too, and its task the user's question as asked."""
+    from cograg.control.planner import sink_ids
+
+    sinks = sink_ids(plan)
+    if len(sinks) != 1 or len(_done(results)) != len(plan.sub_tasks):
+        return None
+    last = results.get(sinks[0])
+    if last is None or last.kind != "reason" or not last.claims or not last.citations:
+        return None
+    asks_question = " ".join(last.description.split()) == " ".join(question.split())
+    return last if asks_question else None
 
 
 def _done(results: dict[int, TaskResult]) -> list[TaskResult]:
