@@ -39,13 +39,10 @@ from typing import Any
 from pydantic import BaseModel
 
 from cograg.models import ModelError
-from cograg.models.llm.json_output import JSONChatMixin
+from cograg.models.llm.base import ChatModelBase
 from cograg.models.llm.types import (
     ChatMessage,
     LLMResponse,
-    Messages,
-    check_chat_args,
-    coerce_messages,
     elapsed_ms,
     simple_token_count,
 )
@@ -63,7 +60,7 @@ class LLMCall:
 ScriptedResponse = str | BaseException | Callable[[list[ChatMessage]], str]
 
 
-class ScriptedLLM(JSONChatMixin):
+class ScriptedLLM(ChatModelBase):
     """A deterministic fake LLM for unit tests.
 
     Each generation (a `chat`, a `stream`, or each attempt inside `chat_json`) takes the next
@@ -121,32 +118,16 @@ class ScriptedLLM(JSONChatMixin):
             finish_reason=finish,
         )
 
-    def chat(
-        self,
-        messages: Messages,
-        *,
-        max_tokens: int = 512,
-        temperature: float = 0.0,
-        timeout_s: float | None = None,
-        stop: list[str] | None = None,
-    ) -> LLMResponse:
-        check_chat_args(max_tokens, temperature, timeout_s)
-        msgs = coerce_messages(messages)
+    def _chat(self, messages: list[ChatMessage], max_tokens: int, temperature: float, timeout_s: float | None,
+              stop: list[str] | None) -> LLMResponse:
         kwargs = {"max_tokens": max_tokens, "temperature": temperature, "timeout_s": timeout_s, "stop": stop}
-        return self._respond("chat", msgs, kwargs, stop)
+        return self._respond("chat", messages, kwargs, stop)
 
-    def stream(
-        self,
-        messages: Messages,
-        *,
-        max_tokens: int = 512,
-        temperature: float = 0.0,
-        timeout_s: float | None = None,
-    ) -> Iterator[str]:
-        check_chat_args(max_tokens, temperature, timeout_s)
-        msgs = coerce_messages(messages)
+    def _stream(self, messages: list[ChatMessage], max_tokens: int, temperature: float,
+                timeout_s: float | None) -> Iterator[str]:
+        # not a generator: the call is recorded (and its scripted entry taken) when `stream` is called
         kwargs = {"max_tokens": max_tokens, "temperature": temperature, "timeout_s": timeout_s}
-        text, _ = self._answer("stream", msgs, kwargs)
+        text, _ = self._answer("stream", messages, kwargs)
         return iter(re.findall(r"\s*\S+|\s+", text))
 
     def _json_attempt(

@@ -5,8 +5,9 @@ pydantic object) and `count_tokens`, with per-call timeouts. Modules, in the ord
 each other:
 
 - `types`: `ChatMessage`, `LLMResponse`, the `LLM` Protocol and the errors (all `ModelError`).
-- `json_output`: the JSON instruction, `parse_json_output` (extract, repair, validate) and the
-  `chat_json` retry loop every backend shares.
+- `json_output`: the JSON instruction and `parse_json_output` (extract, repair, validate).
+- `base`: `ChatModelBase`, the public `chat`/`stream`/`chat_json` (argument checks, message
+  coercion, the `chat_json` retry loop) every backend shares, on backend hooks.
 - `llama_cpp`: `LlamaCppLLM`, a GGUF model run in-process by llama.cpp.
 - `openai_compat`: `OpenAICompatLLM`, any OpenAI-compatible chat endpoint.
 - `factory`: `get_llm(spec, cache_dir=...)` and the spec forms (`LLM_SPECS`).

@@ -1,5 +1,6 @@
 """Schema-checked JSON from chat models: the instruction shown to the model, parsing and repair of
-its answer, and `chat_json` with one corrective retry, shared by every backend (`JSONChatMixin`).
+its answer, and the message asking for a corrected answer (the `chat_json` retry loop itself is in
+`base.ChatModelBase`, shared by every backend).
 
 Model output is never trusted raw: JSON is constrained where the backend can (llama.cpp grammars,
 OpenAI `response_format`) and always validated and, if needed, repaired with json_repair (`parse_json_output`); an
@@ -11,24 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import time
 from typing import Any
 
 import json_repair
 from pydantic import BaseModel, ValidationError
 
-from cograg.models.llm.types import (
-    ChatMessage,
-    LLMOutputError,
-    LLMResponse,
-    LLMTimeout,
-    Messages,
-    T,
-    check_chat_args,
-    check_schema,
-    coerce_messages,
-    summarise_validation,
-)
+from cograg.models.llm.types import ChatMessage, LLMOutputError, T, check_schema, summarise_validation
 
 _STRICT = json.JSONDecoder(strict=False)  # control characters inside strings are fine
 
@@ -127,72 +116,3 @@ def retry_message(error: LLMOutputError) -> str:
         f"Your previous answer could not be used: {error.error}\n"
         "Reply again with only one JSON object that conforms to the schema, and nothing else."
     )
-
-
-def _remaining(deadline: float | None) -> float | None:
-    return None if deadline is None else deadline - time.monotonic()
-
-
-class JSONChatMixin:
-    """`chat_json` for every backend, on top of a backend hook `_json_attempt`."""
-
-    name: str
-
-    def _json_attempt(
-        self, messages: list[ChatMessage], schema: type[BaseModel], max_tokens: int, timeout_s: float | None
-    ) -> LLMResponse:  # pragma: no cover - overridden
-        raise NotImplementedError
-
-    def chat_json(
-        self,
-        messages: Messages,
-        schema: type[T],
-        *,
-        max_tokens: int = 512,
-        timeout_s: float | None = None,
-    ) -> tuple[T, LLMResponse]:
-        """A validated `schema` instance and the response (token counts summed over attempts).
-
-        The schema is shown to the model (and enforced where the backend can); the answer is
-        parsed with `parse_json_output`. If that fails, the model is asked once more with the
-        validation error appended; then LLMOutputError. `timeout_s` bounds both attempts together.
-        """
-        check_schema(schema)
-        check_chat_args(max_tokens, 0.0, timeout_s)
-        msgs = with_json_instruction(coerce_messages(messages), schema)
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        first = self._json_attempt(msgs, schema, max_tokens, timeout_s)
-        try:
-            return parse_json_output(first.text, schema), first
-        except LLMOutputError as err:
-            first_error = err
-        left = _remaining(deadline)
-        if left is not None and left <= 0:
-            raise LLMTimeout(
-                f"{self.name}: no time left to retry after an unusable answer ({first_error.error})",
-                prompt_tokens=first.prompt_tokens,
-                completion_tokens=first.completion_tokens,
-                partial_text=first.text,
-            )
-        retry = [
-            *msgs,
-            ChatMessage(role="assistant", content=first.text),
-            ChatMessage(role="user", content=retry_message(first_error)),
-        ]
-        second = self._json_attempt(retry, schema, max_tokens, left)
-        total = second.model_copy(
-            update={
-                "prompt_tokens": first.prompt_tokens + second.prompt_tokens,
-                "completion_tokens": first.completion_tokens + second.completion_tokens,
-                "duration_ms": round(first.duration_ms + second.duration_ms, 3),
-            }
-        )
-        try:
-            return parse_json_output(second.text, schema), total
-        except LLMOutputError as err:
-            raise LLMOutputError(
-                f"{self.name} did not return a valid {schema.__name__} after one retry: {err.error}",
-                raw=second.text,
-                error=err.error,
-                attempts=[first.text, second.text],
-            ) from None

@@ -13,6 +13,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,15 +21,12 @@ from pydantic import BaseModel
 
 from cograg.models import ModelError
 from cograg.models.compute import COMPUTE_LOCK, fixed_threads, threads_for_next_job
-from cograg.models.llm.json_output import JSONChatMixin
+from cograg.models.llm.base import ChatModelBase
 from cograg.models.llm.types import (
     ChatMessage,
     LLMResponse,
     LLMTimeout,
     LLMUnavailable,
-    Messages,
-    check_chat_args,
-    coerce_messages,
     elapsed_ms,
 )
 
@@ -70,7 +68,20 @@ class _Deadline:
         return self.hit
 
 
-class LlamaCppLLM(JSONChatMixin):
+@dataclass(frozen=True)
+class _Job:
+    """One generation under way: when it started, its prompt tokens, the template's stop strings,
+    how many tokens it may generate, and the stopping criteria that enforce its deadline."""
+
+    start: float
+    tokens: list[int]
+    stop: list[str]
+    max_new: int
+    criteria: Any
+    deadline: _Deadline
+
+
+class LlamaCppLLM(ChatModelBase):
     """A GGUF model run in-process by llama.cpp (llama-cpp-python), CPU only.
 
     The prompt is built with the chat template stored in the GGUF file. `chat_json` constrains
@@ -214,6 +225,40 @@ class LlamaCppLLM(JSONChatMixin):
         dl = _Deadline(deadline)
         return llama_cpp.StoppingCriteriaList([dl]), dl
 
+    @contextlib.contextmanager
+    def _generation(self, messages: list[ChatMessage], max_tokens: int, timeout_s: float | None) -> Iterator[_Job]:
+        """One generation's setup and teardown: the compute lock held (until the block ends), the
+        prompt built, the deadline armed; llama.cpp's own exceptions come out as ModelError."""
+        start = time.monotonic()
+        deadline = None if timeout_s is None else start + timeout_s
+        self._acquire(deadline)
+        try:
+            tokens, tmpl_stop, max_new = self._prompt(messages, max_tokens)
+            criteria, dl = self._criteria(deadline)
+            self._perf_reset()
+            try:
+                yield _Job(start, tokens, tmpl_stop, max_new, criteria, dl)
+            except ModelError:
+                raise
+            except Exception as exc:
+                raise ModelError(f"{self.name}: generation failed: {exc}") from exc
+        finally:
+            COMPUTE_LOCK.release()
+
+    def _create(self, job: _Job, temperature: float, *, stop: list[str] | None = None, grammar: Any = None,
+                stream: bool = False) -> Any:
+        return self._llama.create_completion(
+            prompt=job.tokens,
+            max_tokens=job.max_new,
+            temperature=float(temperature),
+            repeat_penalty=1.0,
+            stop=[*job.stop, *(stop or [])],
+            seed=self.seed,
+            stopping_criteria=job.criteria,
+            grammar=grammar,
+            stream=stream,
+        )
+
     def _complete(
         self,
         messages: list[ChatMessage],
@@ -224,38 +269,15 @@ class LlamaCppLLM(JSONChatMixin):
         stop: list[str] | None,
         grammar: Any = None,
     ) -> LLMResponse:
-        start = time.monotonic()
-        deadline = None if timeout_s is None else start + timeout_s
-        self._acquire(deadline)
-        try:
-            tokens, tmpl_stop, max_new = self._prompt(messages, max_tokens)
-            criteria, dl = self._criteria(deadline)
-            self._perf_reset()
-            try:
-                out = self._llama.create_completion(
-                    prompt=tokens,
-                    max_tokens=max_new,
-                    temperature=float(temperature),
-                    repeat_penalty=1.0,
-                    stop=[*tmpl_stop, *(stop or [])],
-                    seed=self.seed,
-                    stopping_criteria=criteria,
-                    grammar=grammar,
-                    stream=False,
-                )
-            except ModelError:
-                raise
-            except Exception as exc:
-                raise ModelError(f"{self.name}: generation failed: {exc}") from exc
-            perf = self._perf(len(tokens))
-        finally:
-            COMPUTE_LOCK.release()
+        with self._generation(messages, max_tokens, timeout_s) as job:
+            out = self._create(job, temperature, stop=stop, grammar=grammar)
+            perf = self._perf(len(job.tokens))
         choice = out["choices"][0]
         usage = out.get("usage") or {}
         text = choice.get("text") or ""
-        prompt_tokens = int(usage.get("prompt_tokens", len(tokens)))
+        prompt_tokens = int(usage.get("prompt_tokens", len(job.tokens)))
         completion_tokens = int(usage.get("completion_tokens", 0))
-        if dl.hit:
+        if job.deadline.hit:
             raise LLMTimeout(
                 f"{self.name} did not finish within {timeout_s:g} s "
                 f"({prompt_tokens} prompt tokens, {completion_tokens} tokens generated)",
@@ -267,83 +289,41 @@ class LlamaCppLLM(JSONChatMixin):
             text=text,
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
-            duration_ms=elapsed_ms(start),
+            duration_ms=elapsed_ms(job.start),
             model=self.name,
             finish_reason=str(choice.get("finish_reason") or "stop"),
             **perf,
         )
 
-    # -- LLM protocol ----------------------------------------------------------------
-    def chat(
-        self,
-        messages: Messages,
-        *,
-        max_tokens: int = 512,
-        temperature: float = 0.0,
-        timeout_s: float | None = None,
-        stop: list[str] | None = None,
-    ) -> LLMResponse:
-        check_chat_args(max_tokens, temperature, timeout_s)
-        return self._complete(
-            coerce_messages(messages), max_tokens=max_tokens, temperature=temperature,
-            timeout_s=timeout_s, stop=stop,
-        )
+    # -- ChatModelBase hooks -----------------------------------------------------------
+    def _chat(self, messages: list[ChatMessage], max_tokens: int, temperature: float, timeout_s: float | None,
+              stop: list[str] | None) -> LLMResponse:
+        return self._complete(messages, max_tokens=max_tokens, temperature=temperature, timeout_s=timeout_s, stop=stop)
 
-    def stream(
-        self,
-        messages: Messages,
-        *,
-        max_tokens: int = 512,
-        temperature: float = 0.0,
-        timeout_s: float | None = None,
-    ) -> Iterator[str]:
-        check_chat_args(max_tokens, temperature, timeout_s)
-        msgs = coerce_messages(messages)
-        return self._stream(msgs, max_tokens, temperature, timeout_s)
-
-    def _stream(self, msgs: list[ChatMessage], max_tokens: int, temperature: float, timeout_s: float | None) -> Iterator[str]:
-        start = time.monotonic()
-        deadline = None if timeout_s is None else start + timeout_s
-        self._acquire(deadline)
+    def _stream(self, messages: list[ChatMessage], max_tokens: int, temperature: float,
+                timeout_s: float | None) -> Iterator[str]:
         parts: list[str] = []
-        try:
-            tokens, tmpl_stop, max_new = self._prompt(msgs, max_tokens)
-            criteria, dl = self._criteria(deadline)
+        with self._generation(messages, max_tokens, timeout_s) as job:
             chunks: Any = None
             try:
-                chunks = self._llama.create_completion(
-                    prompt=tokens,
-                    max_tokens=max_new,
-                    temperature=float(temperature),
-                    repeat_penalty=1.0,
-                    stop=tmpl_stop,
-                    seed=self.seed,
-                    stopping_criteria=criteria,
-                    stream=True,
-                )
+                chunks = self._create(job, temperature, stream=True)
                 for chunk in chunks:
                     delta = chunk["choices"][0].get("text") or ""
                     if delta:
                         parts.append(delta)
                         yield delta
-            except (ModelError, GeneratorExit):
-                raise
-            except Exception as exc:
-                raise ModelError(f"{self.name}: generation failed: {exc}") from exc
             finally:
                 if chunks is not None:  # stop llama.cpp's generator before the lock is released
                     with contextlib.suppress(Exception):
                         chunks.close()
-            if dl.hit:
+            if job.deadline.hit:
                 text = "".join(parts)
                 raise LLMTimeout(
                     f"{self.name} did not finish streaming within {timeout_s:g} s",
-                    prompt_tokens=len(tokens),
+                    prompt_tokens=len(job.tokens),
                     completion_tokens=self.count_tokens(text) if text else 0,
                     partial_text=text,
                 )
-        finally:
-            COMPUTE_LOCK.release()
 
     def _json_attempt(
         self, messages: list[ChatMessage], schema: type[BaseModel], max_tokens: int, timeout_s: float | None

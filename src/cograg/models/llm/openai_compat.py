@@ -15,16 +15,13 @@ from pydantic import BaseModel
 
 from cograg.models import ModelError
 from cograg.models._local import openai_client
-from cograg.models.llm.json_output import JSONChatMixin
+from cograg.models.llm.base import ChatModelBase
 from cograg.models.llm.types import (
     ChatMessage,
     LLMRequestRejected,
     LLMResponse,
     LLMTimeout,
     LLMUnavailable,
-    Messages,
-    check_chat_args,
-    coerce_messages,
     elapsed_ms,
     simple_token_count,
 )
@@ -48,7 +45,7 @@ def _count(value: Any) -> int | None:
         return None
 
 
-class OpenAICompatLLM(JSONChatMixin):
+class OpenAICompatLLM(ChatModelBase):
     """Any OpenAI-compatible `POST {base_url}/chat/completions` endpoint, through the openai SDK.
 
     vLLM, Ollama, llama.cpp server, llama-cpp-python's server, hosted APIs. `model=None` uses the
@@ -241,36 +238,18 @@ class OpenAICompatLLM(JSONChatMixin):
         completion = self._create(messages, timeout_s or self.timeout_s, **params)
         return self._response(completion, messages, start)
 
-    # -- LLM protocol ----------------------------------------------------------------
-    def chat(
-        self,
-        messages: Messages,
-        *,
-        max_tokens: int = 512,
-        temperature: float = 0.0,
-        timeout_s: float | None = None,
-        stop: list[str] | None = None,
-    ) -> LLMResponse:
-        check_chat_args(max_tokens, temperature, timeout_s)
-        msgs = coerce_messages(messages)
-        return self._post_chat(msgs, self._params(max_tokens, temperature, stop), timeout_s)
+    # -- ChatModelBase hooks -----------------------------------------------------------
+    def _chat(self, messages: list[ChatMessage], max_tokens: int, temperature: float, timeout_s: float | None,
+              stop: list[str] | None) -> LLMResponse:
+        return self._post_chat(messages, self._params(max_tokens, temperature, stop), timeout_s)
 
-    def stream(
-        self,
-        messages: Messages,
-        *,
-        max_tokens: int = 512,
-        temperature: float = 0.0,
-        timeout_s: float | None = None,
-    ) -> Iterator[str]:
-        check_chat_args(max_tokens, temperature, timeout_s)
-        msgs = coerce_messages(messages)
-        return self._stream(msgs, self._params(max_tokens, temperature, None), timeout_s or self.timeout_s)
-
-    def _stream(self, msgs: list[ChatMessage], params: dict[str, Any], timeout_s: float) -> Iterator[str]:
+    def _stream(self, messages: list[ChatMessage], max_tokens: int, temperature: float,
+                timeout_s: float | None) -> Iterator[str]:
+        timeout_s = timeout_s or self.timeout_s
+        params = self._params(max_tokens, temperature, None)
         url = f"{self.base_url}{_CHAT_PATH}"
         deadline = time.monotonic() + timeout_s
-        stream = self._create(msgs, timeout_s, streaming=True, stream=True, **params)
+        stream = self._create(messages, timeout_s, streaming=True, stream=True, **params)
         with contextlib.closing(stream):
             if "text/event-stream" not in stream.response.headers.get("content-type", ""):
                 # Some servers ignore "stream": true and answer with one JSON body.
