@@ -41,6 +41,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 StoreOpt = Annotated[Path | None, typer.Option("--store", envvar="COGRAG_STORE",
                                                help="store directory [default: ~/.cograg]")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON object")]
+DocRef = Annotated[str, typer.Argument(help="doc id, id prefix or source path")]
 EmbedderOpt = Annotated[str | None, typer.Option(
     "--embedder", help="e5-small (default) | minilm | st:DIR | openai:URL[#model] | none [env: COGRAG_EMBEDDER]")]
 SetOpt = Annotated[list[str] | None, typer.Option(
@@ -84,6 +85,11 @@ def _settings(store: Path | None, assignments: list[str] | None = None, **overri
         data["store"] = store
     settings = Settings(**data)
     return settings.with_overrides(assignments) if assignments else settings
+
+
+def _existing_store(store: Path | None) -> Engine:
+    """The engine on a store that must exist already (commands that only read or delete)."""
+    return Engine.open(settings=_settings(store), create=False)
 
 
 def _split(value: str | None) -> list[str]:
@@ -146,7 +152,7 @@ def ingest(
 @handle_errors
 def docs_list(store: StoreOpt = None, as_json: JsonOpt = False) -> None:
     """List stored documents."""
-    with Engine.open(settings=_settings(store), create=False) as engine:
+    with _existing_store(store) as engine:
         docs = engine.documents()
     if as_json:
         out.print_json(json.dumps([d.model_dump() for d in docs], ensure_ascii=False))
@@ -161,10 +167,9 @@ def docs_list(store: StoreOpt = None, as_json: JsonOpt = False) -> None:
 
 @docs_app.command("show")
 @handle_errors
-def docs_show(ref: Annotated[str, typer.Argument(help="doc id, id prefix or source path")],
-              store: StoreOpt = None, as_json: JsonOpt = False) -> None:
+def docs_show(ref: DocRef, store: StoreOpt = None, as_json: JsonOpt = False) -> None:
     """Show one document and its chunks."""
-    with Engine.open(settings=_settings(store), create=False) as engine:
+    with _existing_store(store) as engine:
         doc = engine.document(ref)
         chunks = engine.chunks(doc.doc_id)
     if as_json:
@@ -183,10 +188,9 @@ def docs_show(ref: Annotated[str, typer.Argument(help="doc id, id prefix or sour
 
 @docs_app.command("delete")
 @handle_errors
-def docs_delete(ref: Annotated[str, typer.Argument(help="doc id, id prefix or source path")],
-                store: StoreOpt = None, as_json: JsonOpt = False) -> None:
+def docs_delete(ref: DocRef, store: StoreOpt = None, as_json: JsonOpt = False) -> None:
     """Delete one document with all of its chunks."""
-    with Engine.open(settings=_settings(store), create=False) as engine:
+    with _existing_store(store) as engine:
         doc = engine.delete_document(ref)
     if as_json:
         out.print_json(json.dumps({"deleted": doc.doc_id, "source_path": doc.source_path}))
@@ -439,7 +443,7 @@ def _print_trace(t: dict[str, Any]) -> None:
 def trace_cmd(trace_id: Annotated[str | None, typer.Argument(help="trace id (or prefix); none = list recent")] = None,
               store: StoreOpt = None, as_json: JsonOpt = False) -> None:
     """Print the stored trace of an answer: route, prompts, retrieval, model calls, verdicts."""
-    with Engine.open(settings=_settings(store), create=False) as engine:
+    with _existing_store(store) as engine:
         if trace_id is None:
             rows = engine.store.list_traces()
             if as_json:

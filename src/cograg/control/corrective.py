@@ -30,7 +30,7 @@ import time
 import unicodedata
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -257,10 +257,41 @@ def _one_line(text: str, limit: int) -> str:
     return flat if len(flat) <= limit else flat[:limit].rstrip() + " …"
 
 
+_Reply = TypeVar("_Reply", bound=BaseModel)
+
+
+class _JSONPromptCall:
+    """A component that renders one prompt, sends it as one user message and reads back one
+    schema-checked object (the grader and the rewriter)."""
+
+    def __init__(self, llm: Any, prompt: str, *, timeout_s: float | None, max_tokens: int) -> None:
+        from cograg.prompts import load_prompt
+
+        self.llm = llm
+        self.prompt = load_prompt(prompt)
+        self.timeout_s = timeout_s
+        self.max_tokens = max_tokens
+
+    def _ask(self, content: str, schema: type[_Reply], timeout_s: float | None) -> tuple[_Reply, Any]:
+        """The model's `schema` object and response; `timeout_s` (the time left) caps the configured one."""
+        from cograg.models.llm import ChatMessage
+
+        limit = self.timeout_s if timeout_s is None else (
+            timeout_s if self.timeout_s is None else min(self.timeout_s, timeout_s))
+        return self.llm.chat_json([ChatMessage(role="user", content=content)], schema,
+                                  max_tokens=self.max_tokens, timeout_s=limit)
+
+
+def _spent_tokens(exc: ModelError) -> dict[str, int]:
+    """The tokens a failed model call used (a timeout carries them), as result fields."""
+    return {"prompt_tokens": int(getattr(exc, "prompt_tokens", 0) or 0),
+            "completion_tokens": int(getattr(exc, "completion_tokens", 0) or 0)}
+
+
 # --------------------------------------------------------------------------- grader
 
 
-class DocumentGrader:
+class DocumentGrader(_JSONPromptCall):
     """The seed 003 grader: one LLM call per document, the `grade_document` prompt.
 
     Passage text is stripped of instruction-like spans (SPEC C5) and cut to `max_passage_tokens`
@@ -269,33 +300,22 @@ class DocumentGrader:
 
     def __init__(self, llm: Any, *, timeout_s: float | None = 30.0, max_passage_tokens: int = 512,
                  max_tokens: int = 160, min_confidence: float = PASS_MIN_CONFIDENCE) -> None:
-        from cograg.prompts import load_prompt
-
-        self.llm = llm
-        self.prompt = load_prompt("grade_document")
-        self.timeout_s = timeout_s
+        super().__init__(llm, "grade_document", timeout_s=timeout_s, max_tokens=max_tokens)
         self.max_passage_tokens = max_passage_tokens
-        self.max_tokens = max_tokens
         self.min_confidence = min_confidence
 
     def grade(self, question: str, hit: SearchHit, *, timeout_s: float | None = None,
               attempt: int = 0) -> DocumentGrade:
         """The grade of `hit` for `question`; `timeout_s` (the time left) caps the configured one."""
-        from cograg.models.llm import ChatMessage
-
         passage = _truncate_tokens(self.llm, redact(hit.text).text, self.max_passage_tokens)
         content = self.prompt.render(question=_defuse(question), title=_defuse(hit.title or ""),
                                      document=_defuse(passage))
-        limit = self.timeout_s if timeout_s is None else (
-            timeout_s if self.timeout_s is None else min(self.timeout_s, timeout_s))
         try:
-            verdict, resp = self.llm.chat_json([ChatMessage(role="user", content=content)], GradeVerdict,
-                                               max_tokens=self.max_tokens, timeout_s=limit)
+            verdict, resp = self._ask(content, GradeVerdict, timeout_s)
         except ModelError as exc:
             return DocumentGrade(chunk_id=hit.chunk_id, doc_id=hit.doc_id, is_relevant=False, confidence=0.0,
                                  reasoning="", error=f"{type(exc).__name__}: {exc}", passed=False, attempt=attempt,
-                                 prompt_tokens=int(getattr(exc, "prompt_tokens", 0) or 0),
-                                 completion_tokens=int(getattr(exc, "completion_tokens", 0) or 0))
+                                 **_spent_tokens(exc))
         passed = bool(verdict.is_relevant) and verdict.confidence >= self.min_confidence
         return DocumentGrade(chunk_id=hit.chunk_id, doc_id=hit.doc_id, is_relevant=verdict.is_relevant,
                              confidence=verdict.confidence, reasoning=_one_line(verdict.reasoning, 500),
@@ -306,7 +326,7 @@ class DocumentGrader:
 # --------------------------------------------------------------------------- rewriter
 
 
-class QueryRewriter:
+class QueryRewriter(_JSONPromptCall):
     """The seed 003 rewriter: proposes a new search query from the failed results (`rewrite_query`).
 
     Accepts a proposal only if it is non-empty and, normalised, differs from the original query,
@@ -314,18 +334,11 @@ class QueryRewriter:
     """
 
     def __init__(self, llm: Any, *, timeout_s: float | None = 30.0, max_tokens: int = 192) -> None:
-        from cograg.prompts import load_prompt
-
-        self.llm = llm
-        self.prompt = load_prompt("rewrite_query")
-        self.timeout_s = timeout_s
-        self.max_tokens = max_tokens
+        super().__init__(llm, "rewrite_query", timeout_s=timeout_s, max_tokens=max_tokens)
 
     def rewrite(self, original_query: str, current_query: str, history: list[RewriteResult],
                 failed: list[tuple[SearchHit, DocumentGrade | None]], *, timeout_s: float | None = None,
                 attempt: int = 0) -> RewriteResult | RewriteRejected:
-        from cograg.models.llm import ChatMessage
-
         failed_context = []
         for hit, grade in failed[:FAILED_CONTEXT_DOCS]:
             snippet = _one_line(redact(hit.text).text, FAILED_CONTEXT_CHARS)
@@ -339,15 +352,10 @@ class QueryRewriter:
                                           "rewrite_reason": _defuse(_one_line(h.rewrite_reason, 160))})
                      for h in history],
             failed=failed_context)
-        limit = self.timeout_s if timeout_s is None else (
-            timeout_s if self.timeout_s is None else min(self.timeout_s, timeout_s))
         try:
-            proposal, resp = self.llm.chat_json([ChatMessage(role="user", content=content)], RewriteProposal,
-                                                max_tokens=self.max_tokens, timeout_s=limit)
+            proposal, resp = self._ask(content, RewriteProposal, timeout_s)
         except ModelError as exc:
-            return RewriteRejected(reason="model_error", detail=f"{type(exc).__name__}: {exc}",
-                                   prompt_tokens=int(getattr(exc, "prompt_tokens", 0) or 0),
-                                   completion_tokens=int(getattr(exc, "completion_tokens", 0) or 0))
+            return RewriteRejected(reason="model_error", detail=f"{type(exc).__name__}: {exc}", **_spent_tokens(exc))
         tokens = {"prompt_tokens": resp.prompt_tokens, "completion_tokens": resp.completion_tokens}
         query = _one_line(proposal.rewritten_query, MAX_REWRITE_CHARS)
         if not normalize_query(query):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from cograg.answer.answerer import Answerer, AnswerResponse
@@ -22,21 +23,20 @@ from cograg.retrieval.models import SearchResult
 TaskRunner = Callable[[SubTask, list[TaskResult], CancelToken], TaskResult]
 
 
+@dataclass(kw_only=True, eq=False)
 class PlanTaskRunners:
     """Runs the nodes of one turn's plan. `sub_traces` keeps each node's trace for the turn's
     record (events per node; verdicts, retrieved chunks and flags are merged afterwards)."""
 
-    def __init__(self, *, question: str, answerer: Answerer, llm: Any, judge: Any, trace: Trace,
-                 evidence: TurnEvidence, llm_timeout_s: float) -> None:
-        self.question = question
-        self.answerer = answerer
-        self.llm = llm
-        self.judge = judge
-        self.trace = trace
-        self.evidence = evidence
-        self.llm_timeout_s = llm_timeout_s
-        self.sub_traces: dict[int, Trace] = {}
-        self._lock = threading.Lock()
+    question: str
+    answerer: Answerer
+    llm: Any
+    judge: Any
+    trace: Trace
+    evidence: TurnEvidence
+    llm_timeout_s: float
+    sub_traces: dict[int, Trace] = field(default_factory=dict, init=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def runners(self) -> dict[str, TaskRunner]:
         """The executor's table: task kind → runner."""
