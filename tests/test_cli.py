@@ -104,8 +104,25 @@ def test_progress_bar_on_a_terminal(cli, store_dir: Path, folder: Path, monkeypa
 
     buf.truncate(0)
     buf.seek(0)
+    (folder / "new.txt").write_text("A new note about the harbour trams.", encoding="utf-8")
     res = cli("ingest", folder, "--store", store_dir, "--json")
-    assert buf.getvalue() == ""  # never with --json
+    assert "ingest" in buf.getvalue()  # the bar is on stderr with --json too
+    assert set(json.loads(res.stdout)) == SUMMARY_KEYS  # stdout stays pure JSON
+
+
+def test_plain_progress_lines_when_stderr_is_not_a_terminal(cli, store_dir: Path, folder: Path,
+                                                            monkeypatch) -> None:
+    from cograg import cli as cli_module
+    from cograg import cli_progress
+
+    buf = io.StringIO()
+    monkeypatch.setattr(cli_module, "err", Console(file=buf, force_terminal=False, width=400))
+    monkeypatch.setattr(cli_progress, "PLAIN_INTERVAL_S", 0.0)  # a line for every event
+    res = cli("ingest", folder, "--store", store_dir, "--json")
+    assert res.exit_code == 0
+    lines = buf.getvalue().splitlines()
+    assert lines and all(line.startswith("progress: ingest ") for line in lines)
+    assert "3/3 files" in lines[-1] and "\x1b" not in buf.getvalue()
     assert set(json.loads(res.stdout)) == SUMMARY_KEYS
 
 

@@ -154,3 +154,93 @@ def test_kill9_mid_ingest_leaves_consistent_store_and_next_ingest_completes(
     res = subprocess.run(cmd, capture_output=True, text=True, env=cograg_env, timeout=300)
     summary = json.loads(res.stdout)
     assert (summary["added"], summary["updated"], summary["unchanged"]) == (0, 0, n_files)
+
+
+_SLOW_EMBEDDING_INGEST = """
+import sys, time
+from pathlib import Path
+sys.path[:0] = {paths!r}
+from cograg.config import Settings
+from cograg.index.indexing import ChunkIndexer
+from cograg.index.sqlite_store import SQLiteStore
+from cograg.ingest.pipeline import ingest_paths
+from tests.fakes import HashingEmbedder
+
+class SlowEmbedder(HashingEmbedder):
+    def embed_passages(self, texts):
+        time.sleep(0.15)  # a real model takes seconds per batch
+        return super().embed_passages(texts)
+
+with SQLiteStore(Path(sys.argv[1]), indexer=ChunkIndexer(SlowEmbedder())) as store:
+    ingest_paths(store, [sys.argv[2]], settings=Settings(embedder="none"))
+"""
+
+
+def _count(db: Path, table: str) -> int | None:
+    try:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1.0)
+    except sqlite3.OperationalError:
+        return None
+    try:
+        return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+    except sqlite3.OperationalError:
+        return None
+    finally:
+        conn.close()
+
+
+@pytest.mark.timeout(120)
+def test_kill9_while_embedding_a_large_records_file_keeps_the_embeddings(
+        tmp_path: Path, cograg_env: dict[str, str]) -> None:
+    """One JSONL file of many records is one document: killed at ~90 % of its embeddings, the
+    store has no trace of the document but keeps every committed embedding batch, and the next
+    run embeds only what was missing while the document still appears in one piece."""
+    import sys
+
+    from cograg.config import Settings
+    from cograg.index.indexing import ChunkIndexer
+    from cograg.ingest.pipeline import ingest_paths
+    from tests.fakes import HashingEmbedder
+
+    n_records = 640
+    records = tmp_path / "records.jsonl"
+    with records.open("w", encoding="utf-8") as fh:
+        for i in range(n_records):
+            fh.write(json.dumps({"id": i, "text": f"Record {i}: tram line {i} 林登港 stop {i * 7}."},
+                                ensure_ascii=False) + "\n")
+    store_dir = tmp_path / "store"
+    db = store_dir / DB_NAME
+    repo = Path(__file__).resolve().parents[1]
+    script = _SLOW_EMBEDDING_INGEST.format(paths=[str(repo / "src"), str(repo)])
+    proc = subprocess.Popen([sys.executable, "-c", script, str(store_dir), str(records)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=cograg_env)
+    cached = 0
+    try:
+        started = time.monotonic()
+        while time.monotonic() - started < 90 and proc.poll() is None:
+            cached = _count(db, "embedding_cache") or 0
+            if cached >= 0.85 * n_records:
+                proc.send_signal(signal.SIGKILL)
+                break
+            time.sleep(0.01)
+        proc.wait(timeout=30)
+        assert proc.returncode == -signal.SIGKILL, proc.stderr.read().decode(errors="replace")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stderr.close()
+
+    with SQLiteStore(store_dir) as store:
+        assert store.check_consistency() == []
+        assert store.count_documents() == 0 and store.count_chunks() == 0  # no partial document
+        kept = int(store.conn.execute("SELECT count(*) FROM embedding_cache").fetchone()[0])
+    assert 0.85 * n_records <= kept < n_records and kept % 32 == 0  # whole committed batches
+
+    embedder = HashingEmbedder()
+    with SQLiteStore(store_dir, indexer=ChunkIndexer(embedder)) as store:
+        summary = ingest_paths(store, [records], settings=Settings(embedder="none"))
+        assert summary.added == 1 and store.check_consistency() == []
+        chunks = store.count_chunks()
+        assert embedder.texts_embedded == chunks - kept  # nothing embedded twice
+        assert store.conn.execute("SELECT count(*) FROM chunk_vectors").fetchone()[0] == chunks

