@@ -69,6 +69,8 @@ def test_evidence_window_keeps_short_text_whole_and_stays_in_document_order():
     zh = "。".join(f"第{i}句讲的是别的事情" for i in range(60)) + "。银雾于1978年育成。" + "。".join("其他内容" for _ in range(60))
     wz = evidence_window("银雾于1978年育成", zh, ["银雾于1978年育成"], max_chars=80)
     assert "银雾于1978年育成" in wz and len(wz) <= 80
+    # a Chinese character costs the judge about three Latin characters' worth of tokens
+    assert 3 * sum("\u4e00" <= ch <= "\u9fff" for ch in wz) <= 80
 
 
 class BatchLLM:

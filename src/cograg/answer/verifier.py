@@ -72,16 +72,26 @@ def is_verbatim(claim: str, evidence: str, min_chars: int = VERBATIM_MIN_CHARS) 
     return len(c) >= min_chars and c in _core(evidence)
 
 
+_CJK = re.compile(r"[\u3000-\u30ff\u3400-\u9fff\uf900-\ufaff\uff00-\uffef]")
+
+
+def _cost(text: str) -> int:
+    return len(text) + 2 * len(_CJK.findall(text))
+
+
 def evidence_window(claim: str, evidence: str, quotes: list[str] | tuple[str, ...] = (),
                     max_chars: int = 700) -> str:
     """The part of the cited text a judge needs: the sentences holding the quotes and the one
     closest to the claim, widened by their neighbours up to `max_chars`. The judge's cost grows
-    with every token it reads, and a whole context block is mostly about other things."""
-    if len(evidence) <= max_chars:
+    with every token it reads, and a whole context block is mostly about other things.
+
+    `max_chars` counts Latin characters; a CJK character counts as three, about what it costs in
+    the model's tokens (~4 Latin characters per token, ~1.4 Chinese characters)."""
+    if _cost(evidence) <= max_chars:
         return evidence
     sentences = split_sentences(evidence, semicolons=True)
     if not sentences:
-        return evidence[:max_chars]
+        return evidence[:max_chars // 3]
     anchors: list[int] = []
     for q in quotes:
         nq = normalise_for_match(q)
@@ -92,15 +102,15 @@ def evidence_window(claim: str, evidence: str, quotes: list[str] | tuple[str, ..
     if not anchors:
         anchors = [0]
     chosen = set(dict.fromkeys(anchors))
-    size = sum(len(sentences[i]) + 1 for i in chosen)
+    size = sum(_cost(sentences[i]) + 1 for i in chosen)
     radius = 1
     while size < max_chars and radius < len(sentences):
         grew = False
         for a in list(dict.fromkeys(anchors)):
             for j in (a - radius, a + radius):
-                if 0 <= j < len(sentences) and j not in chosen and size + len(sentences[j]) + 1 <= max_chars:
+                if 0 <= j < len(sentences) and j not in chosen and size + _cost(sentences[j]) + 1 <= max_chars:
                     chosen.add(j)
-                    size += len(sentences[j]) + 1
+                    size += _cost(sentences[j]) + 1
                     grew = True
         if not grew and radius > len(sentences):
             break
