@@ -183,9 +183,13 @@ def run_answers(args: argparse.Namespace, n: int, budget: int | None, tag: str) 
     # one unmeasured warm-up (model load, page cache)
     one_answer(engs["hotpotqa"], {"question": "Who designed the Eiffel Tower?", "corpus": "hotpotqa", "gold": []}, cfg)
     out = RESULTS / f"latency-{tag}.jsonl"
+    # a re-run with more questions keeps the rows it has (same code, same settings) and adds the rest
+    done = {}
+    if out.exists() and args.resume:
+        done = {r["question"]: r for r in (json.loads(line) for line in open(out, encoding="utf-8"))}
     with open(out, "w", encoding="utf-8") as fh:
         for i, q in enumerate(pick(args.data, n), start=1):
-            row = one_answer(engs[q["corpus"]], q, cfg)
+            row = done.get(q["question"]) or one_answer(engs[q["corpus"]], q, cfg)
             fh.write(json.dumps(row, ensure_ascii=False) + "\n")
             fh.flush()
             rows.append(row)
@@ -208,6 +212,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--answers", type=int, default=0)
     ap.add_argument("--budgets", default="")
+    ap.add_argument("--resume", action="store_true", help="keep the rows a previous run of the same tag measured")
     ap.add_argument("--out", type=Path, default=RESULTS / "latency-summary.json")
     args = ap.parse_args()
     from cograg.models.compute import usable_cpus
@@ -235,12 +240,12 @@ def main() -> None:
             question="Who designed the stone Linden Bridge, and how many arches does it have?", retry_reason=None)
         summary["prompt_lookup"] = prompt_lookup(model, [{"role": "system", "content": system},
                                                          {"role": "user", "content": user}], usable_cpus(), args.reps)
-    if args.answers:
+    if args.answers and not args.budgets:
         summary["answers"] = run_answers(args, args.answers, None, f"r1-{args.profile}")
     if args.budgets:
         summary["budgets"] = {}
         for b in [int(x) for x in args.budgets.split(",")]:
-            summary["budgets"][str(b)] = run_answers(args, max(args.answers, 10), b, f"budget{b}-{args.profile}")
+            summary["budgets"][str(b)] = run_answers(args, args.answers or 10, b, f"budget{b}-{args.profile}")
     args.out.write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n")
     print(json.dumps(summary, indent=1, ensure_ascii=False))
 

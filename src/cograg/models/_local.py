@@ -105,3 +105,76 @@ def openai_client(base_url: str, api_key: str | None, timeout_s: float) -> tuple
         default_headers={"OpenAI-Organization": openai.Omit(), "OpenAI-Project": openai.Omit()},
     )
     return client, ({} if api_key else {"Authorization": openai.Omit()})
+
+
+class LoadsOnce:
+    """A model loaded on first use, once, under `self._lock` (both set by the subclass's
+    `__init__`); `_build()` does the loading and returns the model."""
+
+    _model: Any
+    _lock: Any
+
+    def _build(self) -> Any:  # pragma: no cover - every subclass defines it
+        raise NotImplementedError
+
+    def _load(self) -> Any:
+        if self._model is None:
+            with self._lock:
+                if self._model is None:
+                    self._model = self._build()
+        return self._model
+
+
+def load_sentence_transformers(cls_name: str, path: Path, what: str, **kwargs: Any) -> Any:
+    """`sentence_transformers.<cls_name>` from a local directory, never from a hub; ModelError
+    naming `what` and the directory when it cannot load."""
+    st = import_sentence_transformers()
+    try:
+        return getattr(st, cls_name)(str(path), local_files_only=True, **kwargs)
+    except Exception as exc:
+        raise ModelError(f"cannot load the {what} in {path}: {exc}") from exc
+
+
+def endpoint_base(base_url: str | None, what: str) -> str:
+    """The base URL of an OpenAI-compatible endpoint, without a trailing slash; ModelError unless http(s)."""
+    base = (base_url or "").strip().rstrip("/")
+    if not base.startswith(("http://", "https://")):
+        raise ModelError(f"the {what} endpoint must be an http(s) URL, got {base_url!r}")
+    return base
+
+
+def positive_seconds(value: Any, name: str) -> float:
+    if value is None or not (isinstance(value, (int, float)) and value > 0):
+        raise ModelError(f"{name} must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+class DiscoveredModel:
+    """The `model` of an OpenAI-compatible endpoint: the one given, else the first `GET /models`
+    lists, asked once (`_discover_model()`, under `self._lock`)."""
+
+    _model: str | None
+    _lock: Any
+
+    def _discover_model(self) -> str:  # pragma: no cover - every subclass defines it
+        raise NotImplementedError
+
+    @property
+    def model(self) -> str:
+        if self._model is None:
+            with self._lock:
+                if self._model is None:
+                    self._model = self._discover_model()
+        return self._model
+
+
+def string_list(values: Any, what: str, item: str) -> list[str]:
+    """`values` as a list of strings; ModelError for a lone string or a non-string item
+    (`what`: "embedders take a list of strings", `item`: "text")."""
+    if isinstance(values, (str, bytes)):
+        raise ModelError(f"{what}, not a single string")
+    out = list(values)
+    for i, v in enumerate(out):
+        if not isinstance(v, str):
+            raise ModelError(f"{item} #{i} is a {type(v).__name__}, not a string")
+    return out

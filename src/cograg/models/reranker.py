@@ -27,7 +27,14 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from cograg.models import ModelError
-from cograg.models._local import cap_max_length, import_sentence_transformers, model_dir
+from cograg.models._local import (
+    LoadsOnce,
+    cap_max_length,
+    import_sentence_transformers,
+    load_sentence_transformers,
+    model_dir,
+    string_list,
+)
 
 
 @runtime_checkable
@@ -46,13 +53,7 @@ class Reranker(Protocol):
 def _check_inputs(query: str, passages: Sequence[str]) -> list[str]:
     if not isinstance(query, str):
         raise ModelError(f"the query must be a string, not {type(query).__name__}")
-    if isinstance(passages, (str, bytes)):
-        raise ModelError("rerankers take a list of passages, not a single string")
-    items = list(passages)
-    for i, p in enumerate(items):
-        if not isinstance(p, str):
-            raise ModelError(f"passage #{i} is a {type(p).__name__}, not a string")
-    return items
+    return string_list(passages, "rerankers take a list of passages", "passage")
 
 
 class NoReranker:
@@ -68,7 +69,7 @@ class NoReranker:
         return "NoReranker()"
 
 
-class CrossEncoderReranker:
+class CrossEncoderReranker(LoadsOnce):
     """A sentence-transformers CrossEncoder from a local directory (needs the `models` extra).
 
     The directory must hold a sequence-classification model with one output label (the usual
@@ -97,36 +98,22 @@ class CrossEncoderReranker:
         self._sigmoid: Any = None
         self._lock = threading.Lock()
 
-    def _load(self) -> Any:
-        if self._model is not None:
-            return self._model
-        with self._lock:
-            if self._model is None:
-                st = import_sentence_transformers()
-                import torch
+    def _build(self) -> Any:
+        import_sentence_transformers()  # sets the offline flags before torch is imported
+        import torch
 
-                sigmoid = torch.nn.Sigmoid()
-                try:
-                    model = st.CrossEncoder(
-                        str(self.path),
-                        device=self.device,
-                        local_files_only=True,
-                        activation_fn=sigmoid,
-                    )
-                except Exception as exc:
-                    raise ModelError(
-                        f"cannot load the cross-encoder in {self.path}: {exc}"
-                    ) from exc
-                labels = getattr(model, "num_labels", 1)
-                if labels != 1:
-                    raise ModelError(
-                        f"the cross-encoder in {self.path} has {labels} output labels; a reranker "
-                        "needs exactly one relevance score"
-                    )
-                cap_max_length(model, self.max_length)
-                self._sigmoid = sigmoid
-                self._model = model
-        return self._model
+        sigmoid = torch.nn.Sigmoid()
+        model = load_sentence_transformers("CrossEncoder", self.path, "cross-encoder", device=self.device,
+                                           activation_fn=sigmoid)
+        labels = getattr(model, "num_labels", 1)
+        if labels != 1:
+            raise ModelError(
+                f"the cross-encoder in {self.path} has {labels} output labels; a reranker "
+                "needs exactly one relevance score"
+            )
+        cap_max_length(model, self.max_length)
+        self._sigmoid = sigmoid
+        return model
 
     def score(self, query: str, passages: list[str]) -> list[float]:
         items = _check_inputs(query, passages)

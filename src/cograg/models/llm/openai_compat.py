@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from cograg.models import ModelError
-from cograg.models._local import openai_client
+from cograg.models._local import DiscoveredModel, endpoint_base, openai_client, positive_seconds
 from cograg.models.llm.base import ChatModelBase
 from cograg.models.llm.types import (
     ChatMessage,
@@ -45,7 +45,7 @@ def _count(value: Any) -> int | None:
         return None
 
 
-class OpenAICompatLLM(ChatModelBase):
+class OpenAICompatLLM(DiscoveredModel, ChatModelBase):
     """Any OpenAI-compatible `POST {base_url}/chat/completions` endpoint, through the openai SDK.
 
     vLLM, Ollama, llama.cpp server, llama-cpp-python's server, hosted APIs. `model=None` uses the
@@ -65,27 +65,15 @@ class OpenAICompatLLM(ChatModelBase):
         api_key: str | None = None,
         timeout_s: float = 60,
     ) -> None:
-        base = (base_url or "").strip().rstrip("/")
-        if not base.startswith(("http://", "https://")):
-            raise ModelError(f"the LLM endpoint must be an http(s) URL, got {base_url!r}")
-        if timeout_s is None or not (isinstance(timeout_s, (int, float)) and timeout_s > 0):
-            raise ModelError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
+        base = endpoint_base(base_url, "LLM")
         self.base_url = base
-        self.timeout_s = float(timeout_s)
+        self.timeout_s = positive_seconds(timeout_s, "timeout_s")
         self._model = (model or "").strip() or None
         self._json_mode: int = 0
         self._lock = threading.Lock()
         self._client, self._headers = openai_client(base, api_key, self.timeout_s)
 
     # -- identity --------------------------------------------------------------------
-    @property
-    def model(self) -> str:
-        if self._model is None:
-            with self._lock:
-                if self._model is None:
-                    self._model = self._discover_model()
-        return self._model
-
     @property
     def name(self) -> str:  # type: ignore[override]
         return f"openai:{self._model or self.base_url}"
