@@ -59,7 +59,9 @@ class AnswerConfig(_Section):
     """The verified-answer stage (SPEC C): context, refusal floors, generation limits."""
 
     retrieve_hits: int = Field(6, ge=1, le=50, description="hits considered for the context")
-    context_budget_tokens: int = Field(1400, ge=64)
+    # measured against accuracy (docs/benchmarks.md, "Answer latency"): 600 answered as many of the
+    # benchmark questions correctly as 1000 and 1400, in less time; prompt evaluation is most of an answer
+    context_budget_tokens: int = Field(600, ge=64)
     pack_order: Literal["relevance_first", "edges_first"] = "relevance_first"
     # The refusal floors. multilingual-e5 scores Chinese text higher across the board than English,
     # so the cosine floor is per language; calibrated on cmrc2018/HotpotQA questions with and
