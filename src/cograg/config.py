@@ -59,8 +59,9 @@ class AnswerConfig(_Section):
     """The verified-answer stage (SPEC C): context, refusal floors, generation limits."""
 
     retrieve_hits: int = Field(6, ge=1, le=50, description="hits considered for the context")
-    # measured against accuracy (docs/benchmarks.md, "Answer latency"): 600 answered as many of the
-    # benchmark questions correctly as 1000 and 1400, in less time; prompt evaluation is most of an answer
+    # measured against accuracy (docs/benchmarks.md, "Answer latency"): on the same questions 600
+    # answered at least as many correctly as 1000 (and the earlier 1400), in less time; prompt
+    # evaluation is most of an answer's time on a CPU
     context_budget_tokens: int = Field(600, ge=64)
     pack_order: Literal["relevance_first", "edges_first"] = "relevance_first"
     # The refusal floors. multilingual-e5 scores Chinese text higher across the board than English,
