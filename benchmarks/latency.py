@@ -87,8 +87,11 @@ def prompt_lookup(model: Path, messages: list[dict], threads: int, reps: int) ->
 
     out = {}
     for name, draft in (("plain", None), ("prompt_lookup", LlamaPromptLookupDecoding(num_pred_tokens=10))):
+        # logits_all must be passed for the draft model: llama-cpp-python 0.3.36 forces it on but
+        # sizes its logits buffer from the argument, and fails on prompts longer than n_batch
         llm = llama_cpp.Llama(model_path=str(model), n_ctx=4096, n_batch=512, n_threads=threads,
-                              n_threads_batch=threads, verbose=False, draft_model=draft)
+                              n_threads_batch=threads, verbose=False, draft_model=draft,
+                              logits_all=draft is not None)
         times = []
         for _ in range(reps):
             llm.reset()
