@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 
 from cograg.answer.contract import Citation, answer_sentences, best_sentence, markers_in, strip_markers
 from cograg.models.judge import ClaimJudge, JudgeVerdict, Verdict
-from cograg.text import normalise_for_match, split_sentences
+from cograg.text import CJK_RANGE, normalise_for_match, split_sentences
 
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _NEGATION_EN = re.compile(r"\b(not|no|never|none|nor|cannot|can't|isn't|wasn't|aren't|weren't|doesn't|didn't|don't|without)\b", re.I)
@@ -99,23 +99,18 @@ def evidence_window(claim: str, evidence: str, quotes: list[str] | tuple[str, ..
         anchors += hits[:2]
     closest = best_sentence(claim, evidence)
     anchors += [i for i, s in enumerate(sentences) if s == closest.strip()][:1]
-    if not anchors:
-        anchors = [0]
-    chosen = set(dict.fromkeys(anchors))
+    anchors = list(dict.fromkeys(anchors)) or [0]
+    chosen = set(anchors)
     size = sum(_cost(sentences[i]) + 1 for i in chosen)
-    radius = 1
-    while size < max_chars and radius < len(sentences):
-        grew = False
-        for a in list(dict.fromkeys(anchors)):
+    for radius in range(1, len(sentences)):
+        if size >= max_chars:
+            break
+        for a in anchors:
             for j in (a - radius, a + radius):
                 if 0 <= j < len(sentences) and j not in chosen and size + _cost(sentences[j]) + 1 <= max_chars:
                     chosen.add(j)
                     size += _cost(sentences[j]) + 1
-                    grew = True
-        if not grew and radius > len(sentences):
-            break
-        radius += 1
-    joiner = "" if re.search(r"[\u4e00-\u9fff]", evidence) else " "
+    joiner = "" if re.search(f"[{CJK_RANGE}]", evidence) else " "
     return joiner.join(sentences[i] for i in sorted(chosen))
 
 
