@@ -123,7 +123,7 @@ def build_components(settings: Settings, *, create: bool = True, **given: Any) -
         if name not in given:
             return Lazy(build)
         value = given[name]
-        return value if isinstance(value, Lazy) else Lazy(lambda: value)
+        return value if isinstance(value, Lazy) else Lazy.of(value)
 
     store = given.get("store") or SQLiteStore(settings.store, create=create, indexer=ChunkIndexer())
     embedder_only = part("embedder", lambda: _embedder(settings))
