@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field
 from cograg.errors import CogragError
 from cograg.models import ModelError
 from cograg.models import model_files
+from cograg.models.compute import threads_for_next_job
 from cograg.models.llm import (
     LLM,
     ChatMessage,
@@ -35,7 +36,6 @@ from cograg.models.llm import (
     get_llm,
     parse_json_output,
 )
-from cograg.models.llm.llama_cpp import _default_threads
 from cograg.models.model_files import ModelProfile, ensure_model, verify_file
 from cograg.testing import ScriptedLLM
 
@@ -832,7 +832,7 @@ def test_llamacpp_server_with_openai_client(fast_model_path, tmp_path):
     pytest.importorskip("llama_cpp.server.app",
                         reason="needs the llama_cpp.server stack (fastapi, uvicorn, ...): pip install 'cograg[server]'")
     port = _free_port()
-    threads = _default_threads()
+    threads = threads_for_next_job()
     log = open(tmp_path / "server.log", "wb")
     proc = subprocess.Popen(
         [sys.executable, "-m", "llama_cpp.server", "--model", str(fast_model_path), "--host", "127.0.0.1",

@@ -50,11 +50,6 @@ def _import_llama_cpp() -> Any:
     return llama_cpp
 
 
-def _default_threads() -> int:
-    """$COGRAG_LLM_THREADS, else the cores other processes leave free now (see cograg.models.compute)."""
-    return threads_for_next_job()
-
-
 class _Deadline:
     """A llama.cpp stopping criterion that ends generation once the deadline has passed."""
 
