@@ -250,10 +250,15 @@ class Answerer:
         # C5 post-check: a supported sentence may still be an obeyed injection
         allowed = q + "\n" + "\n".join(b.text for b in clean_blocks)
 
+        obeyed: dict[int, str | None] = {}  # post-check result per kept sentence, computed once
+
         def stream_verified(index: int, claim: ClaimCheck) -> None:
             # published as soon as the sentence is verified and passed the post-check; the final
             # answer may still be a refusal (too few sentences verified), which ANSWER_READY says
-            if claim.kept and not obeyed_injection(claim.sentence, flagged, allowed):
+            if not claim.kept:
+                return
+            obeyed[index] = obeyed_injection(claim.sentence, flagged, allowed)
+            if not obeyed[index]:
                 trace.event("SENTENCE_VERIFIED", index=index, sentence=claim.sentence,
                             citations=[c.model_dump() for c in validated.citations if c.id in claim.citation_ids])
 
@@ -264,11 +269,11 @@ class Answerer:
         trace.event("VERIFIED", supported=verification.supported, total=verification.total)
 
         kept: list[str] = []
-        for claim in verification.claims:
+        for index, claim in enumerate(verification.claims):
             if not claim.kept:
                 removed.unsupported_sentences += 1
                 continue
-            why = obeyed_injection(claim.sentence, flagged, allowed)
+            why = obeyed[index]
             if why:
                 claim.kept = False
                 claim.reason = f"removed: {why}"
