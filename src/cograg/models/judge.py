@@ -65,7 +65,8 @@ class LLMJudge:
 
     def judge_many(self, items: list[tuple[str, str]], question: str | None = None) -> list[JudgeVerdict | None]:
         """All (claim, passage) pairs of one answer in one constrained call. A claim the reply
-        skips, repeats or numbers out of range gets None (the verifier fails it closed)."""
+        skips or numbers out of range gets None (the verifier fails it closed); of a claim judged
+        twice, the first verdict counts."""
         from cograg.models.llm import ChatMessage
 
         content = self.batch_prompt.render(items=[{"claim": c, "passage": p} for c, p in items], question=question)
@@ -73,10 +74,8 @@ class LLMJudge:
         reply, _ = self.llm.chat_json([ChatMessage(role="user", content=content)], ClaimVerdicts,
                                       max_tokens=budget, timeout_s=self.timeout_s)
         out: list[JudgeVerdict | None] = [None] * len(items)
-        seen: set[int] = set()
         for v in reply.verdicts:  # type: ignore[union-attr]
-            if 1 <= v.claim <= len(items) and v.claim not in seen:
-                seen.add(v.claim)
+            if 1 <= v.claim <= len(items) and out[v.claim - 1] is None:
                 out[v.claim - 1] = JudgeVerdict(verdict=v.verdict, reason=v.reason)
         return out
 
