@@ -1,104 +1,25 @@
 """`cograg` command line (SPEC F2). Each command is a thin layer over :class:`cograg.engine.Engine`.
 
 Errors are one line on stderr and a non-zero exit code, never a traceback
-(set `COGRAG_DEBUG=1` to see one).
+(set `COGRAG_DEBUG=1` to see one). Shared options and error handling: :mod:`cograg.cli_common`.
 """
 
 from __future__ import annotations
 
-import functools
 import json
-import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
-from pydantic import ValidationError
-from rich.console import Console
 from rich.table import Table
 
-from cograg.config import Settings
+from cograg.cli_common import (DocRef, EmbedderOpt, JsonOpt, SetOpt, StoreOpt, _existing_store, _settings,
+                               _split, _split_opt, app, docs_app, err, eval_app, fail, handle_errors, out)
 from cograg.engine import Engine
-from cograg.errors import CogragError
 from cograg.ingest.pipeline import ProgressEvent
 from cograg.messages import message
 from cograg.cli_progress import RunProgress
-
-app = typer.Typer(help="cograg — verified, cited answers over your documents.",
-                  pretty_exceptions_enable=False, no_args_is_help=True, add_completion=False)
-docs_app = typer.Typer(help="Manage stored documents.", no_args_is_help=True)
-app.add_typer(docs_app, name="docs")
-eval_app = typer.Typer(help="Evaluate retrieval and answers.", no_args_is_help=True)
-app.add_typer(eval_app, name="eval")
-
-out = Console()
-err = Console(stderr=True)
-F = TypeVar("F", bound=Callable[..., Any])
-
-StoreOpt = Annotated[Path | None, typer.Option("--store", envvar="COGRAG_STORE",
-                                               help="store directory [default: ~/.cograg]")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON object")]
-DocRef = Annotated[str, typer.Argument(help="doc id, id prefix or source path")]
-EmbedderOpt = Annotated[str | None, typer.Option(
-    "--embedder", help="e5-small (default) | minilm | st:DIR | openai:URL[#model] | none [env: COGRAG_EMBEDDER]")]
-SetOpt = Annotated[list[str] | None, typer.Option(
-    "--set", metavar="SECTION.KEY=VALUE",
-    help="any setting, e.g. --set answer.context_budget_tokens=800 (repeatable; see cograg.config.Settings)")]
-
-
-def fail(message: str, code: int = 1) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
-    return typer.Exit(code)
-
-
-def handle_errors(fn: F) -> F:
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except (typer.Exit, typer.Abort):
-            raise
-        except CogragError as exc:
-            raise fail(str(exc)) from None
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"])
-            msg = str(first["msg"]).removeprefix("Value error, ")
-            raise fail(f"invalid setting {where}: {msg}" if where else f"invalid settings: {msg}") from None
-        except KeyboardInterrupt:
-            raise fail(message("error.interrupted"), 130) from None
-        except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks
-            if os.environ.get("COGRAG_DEBUG"):
-                raise
-            raise fail(message("error.internal", detail=f"{type(exc).__name__}: {exc}"), 2) from None
-
-    return wrapper  # type: ignore[return-value]
-
-
-def _settings(store: Path | None, assignments: list[str] | None = None, **overrides: Any) -> Settings:
-    """Settings from the environment, then the command's own flags, then its `--set` assignments."""
-    data = {k: v for k, v in overrides.items() if v is not None}
-    if store is not None:
-        data["store"] = store
-    settings = Settings(**data)
-    return settings.with_overrides(assignments) if assignments else settings
-
-
-def _existing_store(store: Path | None) -> Engine:
-    """The engine on a store that must exist already (commands that only read or delete)."""
-    return Engine.open(settings=_settings(store), create=False)
-
-
-def _split(value: str | None) -> list[str]:
-    return [v.strip() for v in (value or "").split(",") if v.strip()]
-
-
-def _split_opt(value: str | None) -> list[str] | None:
-    """None when the option was not given (keep what is stored); `--acl ""` clears."""
-    return None if value is None else _split(value)
-
 
 @app.command()
 @handle_errors
