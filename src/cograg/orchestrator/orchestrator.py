@@ -130,7 +130,7 @@ class Orchestrator:
 
     # ------------------------------------------------------------------ routing
     def _route(self, turn: Turn, facts: list[dict[str, Any]] | None, has_context: bool) -> RouteDecision:
-        from cograg.control.router import LLMRouteScorer, Router, load_rules
+        from cograg.control.router import LLMRouteScorer, Router, is_conversational, load_rules
 
         opts, trace = turn.options, turn.trace
         rules = self.rules or load_rules()
@@ -141,9 +141,12 @@ class Orchestrator:
         decision = router.route(turn.question, facts=[f.get("statement", "") for f in facts or []],
                                 has_context=has_context)
         if opts.force_mode:
+            forced, why = opts.force_mode, f"mode forced: {opts.force_mode}"
+            if forced == "R0_DIRECT_WRITE" and not is_conversational(turn.question):
+                # R0 only writes a canned reply: a question that needs facts is never sent there
+                forced, why = "R1_ONE_SHOT_RETRIEVE", f"{why} refused: the question needs facts -> R1_ONE_SHOT_RETRIEVE"
             decision = decision.model_copy(update={
-                "mode": opts.force_mode, "route": ROUTE_OF_MODE[opts.force_mode],
-                "reasons": decision.reasons + [f"mode forced: {opts.force_mode}"]})
+                "mode": forced, "route": ROUTE_OF_MODE[forced], "reasons": decision.reasons + [why]})
         trace.decision = decision.model_dump()
         trace.prompt_versions.update({"routing_rules": decision.rules_version})
         if scorer is not None:
