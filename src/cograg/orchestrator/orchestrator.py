@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from cograg.answer.answerer import Answerer, AnswerResponse, record_outcome
+from cograg.answer.answerer import Answerer, AnswerResponse, record_outcome, withhold_quotes
 from cograg.answer.contract import Citation
 from cograg.trace import RecordingLLM, Trace
 from cograg.config import AnswerConfig
@@ -120,6 +120,9 @@ class Orchestrator:
                         "plan_template": (trace.plan.get("outcome") or {}).get("template"),
                         "states": trace.states, "duration_ms": round(turn.elapsed_s * 1000, 1)}
         resp.trace_id = trace.trace_id
+        # every mode's citations as the user may see them: no text of a source the policy hides
+        resp.citations = withhold_quotes(resp.citations, {cid for cid, h in turn.evidence.hits.items()
+                                                          if not h.snippet_visible})
         trace.searches = turn.evidence.searches
         trace.outcome["anomalies"] = turn.machine.anomalies
         trace.outcome["modes_tried"] = turn.modes_tried
