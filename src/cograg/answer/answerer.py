@@ -245,8 +245,12 @@ class Answerer:
                                                          evidence=self._best_evidence(clean_blocks, q)))
             validated = validate_draft(draft, clean_blocks)  # type: ignore[arg-type]
             for field in ("unmatched_quotes", "repaired_quotes", "markers_without_citation", "citations_without_marker",
-                          "markers_inserted"):
+                          "markers_inserted", "dropped_citations"):
                 setattr(removed, field, getattr(removed, field) + getattr(validated.issues, field))
+            for repair in validated.quote_repairs:  # what was quoted and what stands in its place (C2)
+                shown = repair.model_dump() if repair.chunk_id not in hidden else \
+                    repair.model_dump(exclude={"quote", "repaired"})
+                trace.event("QUOTE_REPAIRED", attempt=attempt + 1, **shown)
             removed.hallucinated_ids += validated.issues.hallucinated_ids
             trace.event("DRAFT_READY", attempt=attempt + 1, citations=len(validated.citations),
                         fallback=validated.fallback, hallucinated=validated.issues.hallucinated_ids)
@@ -336,7 +340,7 @@ class Answerer:
         if not blocks:
             return []
         b = blocks[0]
-        idx, quote, _ = locate_quote("", question, b)
+        idx, quote, _, _ = locate_quote("", question, b)
         return [Citation(id="1", doc_id=b.doc_id, chunk_id=b.chunk_ids[idx], quote=quote, source=b.source,
                          score=1.0, title=b.title, page=b.page, heading_path=b.heading_path, annotations=b.annotations)]
 
