@@ -36,6 +36,15 @@ def fence_marker_pattern() -> re.Pattern[str]:
     return re.compile(rf"[<＜﹤]{_SPACE}(?:/{_SPACE})?(?:{names})(?![\w-])|[<＜﹤]{_SPACE}\|", re.I)
 
 
+@lru_cache(maxsize=1)
+def fence_tag_pattern() -> re.Pattern[str]:
+    """A whole fence tag, brackets closed ("</document>", "< Question id=2 >", "<|im_end|>"): what
+    the injection detector flags. `fence_marker_pattern` also defuses an unclosed "</document"."""
+    names = "|".join(sorted((re.escape(n) for n in fence_names()), key=len, reverse=True))
+    return re.compile(rf"[<＜﹤]{_SPACE}(?:/{_SPACE})?(?:{names})(?![\w-])[^<>＜＞﹤﹥\n]{{0,80}}[>＞﹥]"
+                      rf"|[<＜﹤]{_SPACE}\|[^<>\n]{{0,20}}\|{_SPACE}[>＞﹥]", re.I)
+
+
 def neutralise_fence_markers(text: str) -> str:
     """`text` with every fence marker defused: its "<" becomes "‹", so retrieved or user text
     reads the same to the model but cannot close its fence or open a new one (C5)."""
