@@ -56,6 +56,14 @@ class GullibleReader:
     def __call__(self, messages) -> str:
         user = messages[-1].content
         self.prompts.append(user)
+        if "<retrieved_documents>" not in user:  # the self-corrective loop's grader or rewriter
+            graded = re.search(r"<document>\n(.*?)</document>", user, re.S)
+            if graded:
+                relevant = self.needle in graded.group(1)
+                return json.dumps({"is_relevant": relevant, "confidence": 0.9 if relevant else 0.1,
+                                   "reasoning": "mentions it" if relevant else "off topic"})
+            return json.dumps({"rewritten_query": f"{self.needle} {len(self.prompts)}", "rewrite_reason": "narrow",
+                               "keywords": [self.needle]})
         head, _, outside = user.partition("</retrieved_documents>")
         blocks = [(int(n), text) for n, text in _BLOCK.findall(user)]
         before = _BLOCK.findall(head)
@@ -211,6 +219,16 @@ def test_a_hidden_source_is_cited_without_its_text_in_an_answer(tmp_path: Path, 
         assert c.quote == "" and c.doc_id and c.chunk_id and c.source.endswith("bridge.md")
     stored = asking.trace(resp.trace_id)["outcome"]["citations"]
     assert stored and all(c["quote"] == "" for c in stored)
+
+
+@pytest.mark.parametrize("mode", ["R2", None])
+def test_every_mode_cites_a_hidden_source_without_its_text(tmp_path: Path, engines, mode: str | None) -> None:
+    _, asking, reader = _hidden_engine(tmp_path, engines, "designed by")
+    resp = asking.ask("Who designed the Linden Bridge?", mode=mode, config=OPEN)
+    assert not resp.fallback and resp.citations, resp.notes
+    assert mode is None or resp.mode == "R2_MULTI_RETRIEVE"
+    assert all(c.quote == "" and c.source.endswith("bridge.md") for c in resp.citations)
+    assert "seven arches" not in json.dumps(resp.model_dump(), ensure_ascii=False)
 
 
 def test_a_refusal_never_quotes_a_hidden_source(tmp_path: Path, engines) -> None:
