@@ -60,7 +60,7 @@ class Engine:
         cfg = config or self.settings.answer
         if search is None:
             def search(question: str) -> SearchResult:
-                return self.search(question, k=cfg.retrieve_hits, mode="hybrid", principal=principal)
+                return self.retrieve(question, k=cfg.retrieve_hits, mode="hybrid", principal=principal)
 
         parts = self.components
         verifier = Verifier(parts.judge.get(), embedder=parts.embedder.get(),
@@ -78,7 +78,7 @@ class Engine:
         from cograg.orchestrator.orchestrator import Orchestrator
 
         def search(question: str, k: int = 6) -> SearchResult:
-            return self.search(question, k=k, mode="hybrid", principal=principal)
+            return self.retrieve(question, k=k, mode="hybrid", principal=principal)
 
         def chunk_text(chunk_id: str) -> str:
             chunk = self.store.get_chunk(chunk_id)
@@ -127,7 +127,15 @@ class Engine:
 
     def search(self, query: str, *, k: int = 10, mode: str = "hybrid", principal: Principal | None = None,
                variants: list[str] | None = None, rerank: bool = True, **options: Any) -> SearchResult:
-        """Hybrid (or bm25/vector) search with policy, ACL and optional reranking (SPEC B)."""
+        """Hybrid (or bm25/vector) search with policy, ACL and optional reranking (SPEC B), as a
+        user may see it: the text of hits the policy hides (`snippet_visible: false`) is removed."""
+        return self.retrieve(query, k=k, mode=mode, principal=principal, variants=variants, rerank=rerank,
+                             **options).for_user()
+
+    def retrieve(self, query: str, *, k: int = 10, mode: str = "hybrid", principal: Principal | None = None,
+                 variants: list[str] | None = None, rerank: bool = True, **options: Any) -> SearchResult:
+        """`search` with every hit's text, for the stages that read it (answers never show the
+        text of a hidden hit either: their citations keep ids and sources only)."""
         cfg = self.settings.retrieval
         try:
             req = SearchRequest(

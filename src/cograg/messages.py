@@ -22,6 +22,10 @@ MESSAGES: dict[str, dict[Lang, str]] = {
         "zh": "现有资料不足以确定这个问题的答案。最相关的证据是：“{quote}” [1]",
         "en": "The sources do not establish an answer to this question. The closest evidence says: “{quote}” [1]",
     },
+    "refusal.closest_source": {
+        "zh": "现有资料不足以确定这个问题的答案。最相关的段落见所引来源 [1]。",
+        "en": "The sources do not establish an answer to this question. The closest passage is in the cited source [1].",
+    },
     # clarifying questions (C4, D1 CLARIFY)
     "clarify.which_reference": {
         "zh": "您提到的“{reference}”具体指什么？请说明名称或上下文，我再从资料中查找。",
