@@ -28,7 +28,9 @@ from cograg.messages import MESSAGES
 
 ROUTERS: tuple[APIRouter, ...] = (qa.router, corrective.router, documents.router, traces.router, ops.router)
 DEFAULT_MAX_UPLOAD_MB = 50.0
-SETTINGS_ENV = "COGRAG_SERVE_SETTINGS"  # how `cograg serve --workers N` hands its settings to each worker
+# how `cograg serve --workers N` hands its settings and upload limit to each worker process
+SETTINGS_ENV = "COGRAG_SERVE_SETTINGS"
+MAX_UPLOAD_ENV = "COGRAG_SERVE_MAX_UPLOAD_MB"
 WEB_DIR = Path(str(resources.files("cograg") / "web"))
 
 
@@ -64,10 +66,11 @@ def create_app(settings: Settings | None = None, *, engines: EngineFactory | Non
 
 def app_from_env() -> FastAPI:
     """The app for a uvicorn worker process: settings from `COGRAG_SERVE_SETTINGS` (JSON), else
-    from the environment (`COGRAG_STORE`, …)."""
+    from the environment (`COGRAG_STORE`, …); the upload limit from `COGRAG_SERVE_MAX_UPLOAD_MB`."""
     raw = os.environ.get(SETTINGS_ENV)
     settings = Settings.model_validate(json.loads(raw)) if raw else Settings()
-    return create_app(settings)
+    limit = os.environ.get(MAX_UPLOAD_ENV)
+    return create_app(settings, max_upload_mb=float(limit) if limit else None)
 
 
-__all__ = ["ROUTERS", "SETTINGS_ENV", "WEB_DIR", "app_from_env", "create_app"]
+__all__ = ["MAX_UPLOAD_ENV", "ROUTERS", "SETTINGS_ENV", "WEB_DIR", "app_from_env", "create_app"]
