@@ -160,6 +160,7 @@ def test_snippet_visible_false_hides_source_text_everywhere(tmp_path: Path):
     with TestClient(app, raise_server_exceptions=False) as c:
         body = c.post("/api/agent/qa/v2", json={"question": QUESTION}).json()
         assert body["citations"] and all(cit["snippet"] == "" for cit in body["citations"])
+        assert body["claims"] and all(cl["reason"] == "" for cl in body["claims"])
         simple = c.post("/api/agent/qa", json={"question": QUESTION}).json()
         assert all(cit["quote"] == "" for cit in simple["citations"])
         with c.stream("POST", "/api/agent/qa/v2/stream", json={"question": QUESTION}) as r:
@@ -244,3 +245,29 @@ def test_web_page_and_messages_are_served(client: TestClient):
     assert client.get("/static/app.js").status_code == 200
     messages = client.get("/api/messages").json()
     assert messages["web.ask"]["zh"] and messages["web.ask"]["en"]
+
+
+def test_a_full_queue_answers_429_and_never_builds_a_backlog(tmp_path: Path):
+    import threading
+
+    release = threading.Event()
+    entered = threading.Event()
+
+    def hold(text: str) -> None:
+        entered.set()
+        release.wait(20)
+    app, _ = scripted_app(tmp_path, brain=Brain(on_call=hold), max_running=1, max_waiting=0)
+    with TestClient(app, raise_server_exceptions=False) as c:
+        first: dict = {}
+        worker = threading.Thread(target=lambda: first.update(r=c.post("/api/agent/qa/v2", json={"question": QUESTION})))
+        worker.start()
+        assert entered.wait(20)  # the first turn is running (waiting in its model call)
+        busy = c.post("/api/agent/qa/v2", json={"question": QUESTION})
+        assert busy.status_code == 429 and busy.json()["error"] == "too_many_requests"
+        assert c.post("/api/agent/qa/v2/stream", json={"question": QUESTION}).status_code == 429
+        assert c.post("/api/self-corrective-rag", json={"query": QUESTION}).status_code == 429
+        assert c.get("/healthz").status_code == 200  # only answers queue
+        release.set()
+        worker.join(20)
+        assert first["r"].status_code == 200
+        assert c.post("/api/agent/qa/v2", json={"question": QUESTION}).status_code == 200

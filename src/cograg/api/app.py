@@ -19,6 +19,7 @@ from fastapi.staticfiles import StaticFiles
 
 from cograg import __version__
 from cograg.api import corrective, documents, ops, qa, traces
+from cograg.api.admission import TurnAdmission
 from cograg.api.engines import EngineFactory
 from cograg.api.errors import install_error_handlers
 from cograg.api.metrics import Metrics
@@ -35,9 +36,11 @@ WEB_DIR = Path(str(resources.files("cograg") / "web"))
 
 
 def create_app(settings: Settings | None = None, *, engines: EngineFactory | None = None,
-               max_upload_mb: float | None = None, **parts: Any) -> FastAPI:
+               max_upload_mb: float | None = None, max_running: int = 4, max_waiting: int = 16,
+               **parts: Any) -> FastAPI:
     """The app over `settings.store`. `parts` replaces models built from the settings (a scripted
-    LLM in tests); `engines` replaces the whole engine factory."""
+    LLM in tests); `engines` replaces the whole engine factory. At most `max_running` answers run
+    at once per process and `max_waiting` more wait; beyond that a question gets 429."""
     settings = settings or Settings()
     engines = engines or EngineFactory(settings, **parts)
     limit_mb = max_upload_mb if max_upload_mb is not None else min(DEFAULT_MAX_UPLOAD_MB, settings.max_file_mb)
@@ -46,7 +49,8 @@ def create_app(settings: Settings | None = None, *, engines: EngineFactory | Non
     metrics = Metrics()
     app.state.cograg = ApiState(engines=engines, metrics=metrics,
                                 upload_dir=(engines.settings.store / "uploads").expanduser().resolve(),
-                                max_upload_bytes=int(limit_mb * (1 << 20)))
+                                max_upload_bytes=int(limit_mb * (1 << 20)),
+                                admission=TurnAdmission(max_running, max_waiting))
     install_error_handlers(app)
     app.middleware("http")(metrics.middleware)
     for router in ROUTERS:

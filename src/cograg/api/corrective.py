@@ -25,7 +25,7 @@ router = APIRouter(tags=["answers"])
              summary="Self-corrective RAG (seed 003): retrieve → grade → rewrite → generate")
 def self_corrective_rag(body: SelfCorrectiveRequest, request: Request) -> SelfCorrectiveResponse:
     state = api_state(request)
-    with state.engines.engine() as engine:
+    with state.admission.turn(), state.engines.engine() as engine:
         base = TurnOptions.from_settings(engine.settings)
         options = base.model_copy(update={
             "force_mode": "R2_MULTI_RETRIEVE",

@@ -35,6 +35,8 @@ class EngineFactory:
     embedder, a lexical judge); a part given here is used for every profile."""
 
     def __init__(self, settings: Settings, **parts: Any) -> None:
+        if "store" in parts:
+            raise TypeError("EngineFactory opens its own store connection per request; give settings.store")
         self.settings = settings
         self._given = parts
         self._lock = threading.Lock()
@@ -78,7 +80,7 @@ class EngineFactory:
         """A new engine for one request; the caller closes it (`engine()` does)."""
         profile = model or self.default_profile
         parts: dict[str, Any] = {**self._shared_parts(), **self._model_parts(profile)}
-        parts.update({k: v for k, v in self._given.items() if k not in parts and k != "store"})
+        parts.update({k: v for k, v in self._given.items() if k not in parts})
         settings = self.settings
         if profile != self.default_profile:
             settings = settings.model_copy(update={"models": settings.models.model_copy(update={"llm": profile})})

@@ -10,6 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from cograg.api.admission import Busy
 from cograg.errors import CogragError, ConfigError
 
 log = logging.getLogger("cograg.api")
@@ -53,6 +54,8 @@ def status_of(exc: CogragError) -> int:
         return 404
     if isinstance(exc, PayloadTooLarge):
         return 413
+    if isinstance(exc, Busy):
+        return 429
     return 400
 
 

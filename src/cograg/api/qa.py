@@ -18,6 +18,7 @@ import anyio
 from fastapi import APIRouter, Request
 from sse_starlette.sse import EventSourceResponse
 
+from cograg.api.admission import Busy
 from cograg.api.errors import NotFound, error_response, one_line, status_of
 from cograg.api.schemas import QARequest, QAResponseV2
 from cograg.api.state import ApiState, api_state
@@ -71,7 +72,7 @@ def run_turn(state: ApiState, turn: PreparedTurn, *, bus: EventBus | None = None
     extra: dict[str, Any] = {}
     if body.session is not None and state.engines.supports_sessions:
         extra["session"] = body.session
-    with state.engines.engine(body.model) as engine:
+    with state.admission.turn(), state.engines.engine(body.model) as engine:
         resp = engine.ask(body.question, mode=turn.mode, doc_ids=turn.doc_ids, bus=bus, cancel=cancel, **extra)
         state.metrics.observe_answer(resp, engine.store.get_trace(resp.trace_id))
     return resp
@@ -101,7 +102,8 @@ def _sse(event: str, data: Any) -> dict[str, str]:
                                   "or `error` ({error, detail})")
 async def ask_v2_stream(body: QARequest, request: Request) -> Any:
     state = api_state(request)
-    try:  # a bad mode, model or document scope is an HTTP error, before the stream starts
+    try:  # a bad mode, model or document scope, or a full queue, is an HTTP error before the stream starts
+        state.admission.check()
         turn = await anyio.to_thread.run_sync(prepare, state, body)
         visible = await anyio.to_thread.run_sync(state.engines.snippets_visible)
     except CogragError as exc:
@@ -120,6 +122,8 @@ async def ask_v2_stream(body: QARequest, request: Request) -> Any:
         try:
             resp = await anyio.to_thread.run_sync(lambda: run_turn(state, turn, bus=bus, cancel=cancel))
             await queue.put(("answer", resp))
+        except Busy as exc:
+            await queue.put(("error", {"error": "too_many_requests", "detail": one_line(str(exc))}))
         except CogragError as exc:
             await queue.put(("error", {"error": "bad_request", "detail": one_line(str(exc))}))
         except Exception as exc:  # noqa: BLE001 - the stream ends with an error event, never a traceback

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from starlette.requests import Request
 
+from cograg.api.admission import TurnAdmission
 from cograg.api.engines import EngineFactory
 from cograg.api.metrics import Metrics
 
@@ -17,6 +18,7 @@ class ApiState:
     metrics: Metrics
     upload_dir: Path
     max_upload_bytes: int
+    admission: TurnAdmission
 
 
 def api_state(request: Request) -> ApiState:

@@ -10,14 +10,19 @@ from typing import Any
 from cograg.api.schemas import (CitationV2, GradedDocument, GraderInfo, NodeExecutionInfo, QAResponseV2, QueryInfo,
                                 RetrievalInfo, RewriteEntry, SelfCorrectiveResponse, WorkflowInfo)
 
-# Keys whose values are source text in answers, events and traces.
-SOURCE_TEXT_KEYS = frozenset({"quote", "snippet", "text", "passage", "evidence", "context", "chunk_text"})
+# Keys whose values are source text in answers, events and traces, or a model's words about a
+# passage it read (a grader's reasoning may quote it).
+SOURCE_TEXT_KEYS = frozenset({"quote", "snippet", "text", "passage", "evidence", "context", "chunk_text",
+                              "reasoning"})
 
 
 def hide_source_text(value: Any) -> Any:
-    """`value` with every source-text field emptied, recursively (dicts and lists)."""
+    """`value` with every source-text field emptied, recursively (dicts and lists); a claim
+    verdict (a dict with `verdict`) also loses the judge's `reason`, which may quote the passage."""
     if isinstance(value, dict):
-        return {k: ("" if k in SOURCE_TEXT_KEYS and isinstance(v, str) else hide_source_text(v))
+        claim = "verdict" in value
+        return {k: ("" if (k in SOURCE_TEXT_KEYS or (claim and k == "reason")) and isinstance(v, str)
+                    else hide_source_text(v))
                 for k, v in value.items()}
     if isinstance(value, list):
         return [hide_source_text(v) for v in value]
@@ -45,9 +50,7 @@ def answer_text(resp: Any, *, visible: bool) -> str:
 
 def claims_view(resp: Any, *, visible: bool) -> list[dict[str, Any]]:
     claims = [c.model_dump(mode="json") for c in resp.claims]
-    if not visible:  # the judge's reason may quote the passage it read
-        claims = [{**hide_source_text(c), "reason": ""} for c in claims]
-    return claims
+    return claims if visible else hide_source_text(claims)
 
 
 def qa_v2(resp: Any, *, visible: bool, session: str | None = None) -> QAResponseV2:
@@ -87,7 +90,7 @@ def self_corrective(query: str, resp: Any, trace: dict[str, Any], chunk_lookup: 
             chunkId=chunk_id, docId=g.get("doc_id", ""), source=PurePath(doc.source_path).name if doc else "",
             title=doc.title if doc else "", snippet=(chunk.text if chunk and visible else ""),
             passed=chunk_id in passed, isRelevant=bool(g.get("is_relevant")),
-            confidence=float(g.get("confidence", 0.0)), reasoning=g.get("reasoning", "") or "",
+            confidence=float(g.get("confidence", 0.0)), reasoning=(g.get("reasoning", "") or "") if visible else "",
             attempt=int(g.get("attempt", 0))))
     grader = loop.get("grader_result")
     rewrites = int(loop.get("current_rewrite_count", 0))
