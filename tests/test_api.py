@@ -271,3 +271,19 @@ def test_a_full_queue_answers_429_and_never_builds_a_backlog(tmp_path: Path):
         worker.join(20)
         assert first["r"].status_code == 200
         assert c.post("/api/agent/qa/v2", json={"question": QUESTION}).status_code == 200
+
+
+def test_each_request_gets_its_own_engine_and_connection_over_shared_models(tmp_path: Path):
+    from cograg.api.engines import EngineFactory
+    from tests.api_support import scripted_settings
+
+    settings = scripted_settings(tmp_path / "store").model_copy(
+        update={"models": scripted_settings(tmp_path).models.model_copy(update={"embedder": "none"})})
+    factory = EngineFactory(settings)  # every model from the settings: none may load to open an engine
+    with factory.engine() as one, factory.engine() as two:
+        assert one is not two and one.store.conn is not two.store.conn
+        assert one.components.llm is two.components.llm and not one.components.llm.built
+        assert one.components.judge is two.components.judge
+        assert one.store.vector_index is two.store.vector_index
+    with pytest.raises(TypeError):
+        EngineFactory(settings, store=object())
