@@ -354,6 +354,9 @@ def trace_cmd(trace_id: Annotated[str | None, typer.Argument(help="trace id (or 
         _print_trace(t)
 
 
+from cograg import cli_serve  # noqa: E402,F401  (registers its commands)
+
+
 def main() -> None:
     """Console entry point: like `app()`, but usage errors are one `error:` line too."""
     try:  # typer (pinned) vendors click; fall back to click for other versions

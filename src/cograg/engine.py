@@ -72,13 +72,15 @@ class Engine:
     def _save_trace(self, trace: Any, kind: str) -> None:
         self.store.save_trace(trace.trace_id, kind, trace.question, trace.model_dump(exclude={"trace_id", "question"}))
 
-    def orchestrator(self, *, principal: Principal | None = None, bus: Any = None) -> Any:
+    def orchestrator(self, *, principal: Principal | None = None, bus: Any = None,
+                     search_options: dict[str, Any] | None = None) -> Any:
         """The control-flow pipeline over this store (SPEC D): router, self-corrective loop,
-        planner + DAG executor, synthesizer, all answering through the verified-answer contract."""
+        planner + DAG executor, synthesizer, all answering through the verified-answer contract.
+        `search_options` go into every search of the turn (`doc_ids`, `min_vector_cosine`)."""
         from cograg.orchestrator.orchestrator import Orchestrator
 
         def search(question: str, k: int = 6) -> SearchResult:
-            return self.retrieve(question, k=k, mode="hybrid", principal=principal)
+            return self.retrieve(question, k=k, mode="hybrid", principal=principal, **(search_options or {}))
 
         def chunk_text(chunk_id: str) -> str:
             chunk = self.store.get_chunk(chunk_id)
@@ -92,13 +94,16 @@ class Engine:
                             rules=parts.rules.get())
 
     def ask(self, question: str, *, principal: Principal | None = None, config: AnswerConfig | None = None,
-            mode: str | None = None, options: Any = None, bus: Any = None, cancel: Any = None) -> Any:
+            mode: str | None = None, options: Any = None, bus: Any = None, cancel: Any = None,
+            doc_ids: list[str] | None = None, search_options: dict[str, Any] | None = None) -> Any:
         """A verified, cited answer (the contract object of SPEC C1), its trace stored.
 
         The router picks the cheapest mode that can answer (D1) unless `mode` forces one
         (`R1_ONE_SHOT_RETRIEVE`, `R2_MULTI_RETRIEVE`, `R3_DAG_PLAN`, …); `config` replaces
         `settings.answer` for this turn, `options` is a full TurnOptions (default: from the
-        settings), `bus` an EventBus to stream the turn's events."""
+        settings), `bus` an EventBus to stream the turn's events. `doc_ids` limits every search
+        of the turn to those documents (seed 004's docId scope); `search_options` are further
+        SearchRequest fields for every search (e.g. `min_vector_cosine`)."""
         from cograg.orchestrator.orchestrator import TurnOptions
 
         opts = options or TurnOptions.from_settings(self.settings)
@@ -106,7 +111,11 @@ class Engine:
             opts = opts.model_copy(update={"answer": config})
         if mode is not None:
             opts = opts.model_copy(update={"force_mode": _mode_name(mode)})
-        return self.orchestrator(principal=principal, bus=bus).ask(question, options=opts, cancel=cancel)
+        scope = dict(search_options or {})
+        if doc_ids is not None:
+            scope["doc_ids"] = list(doc_ids)
+        return self.orchestrator(principal=principal, bus=bus, search_options=scope).ask(
+            question, options=opts, cancel=cancel)
 
     def trace(self, trace_id: str) -> dict[str, Any]:
         found = self.store.get_trace(trace_id)

@@ -41,6 +41,9 @@ class SearchRequest(BaseModel):
     principal: Principal | None = None
     rerank: bool = True
     rerank_candidates: int = Field(20, ge=1, le=200)
+    doc_ids: list[str] | None = Field(None, description="scope: search only these documents (seed 004 docId)")
+    min_vector_cosine: float | None = Field(
+        None, ge=-1.0, le=1.0, description="drop hits whose vector cosine is below this (seed 003 similarityThreshold)")
 
     @field_validator("k")
     @classmethod

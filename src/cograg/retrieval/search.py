@@ -73,13 +73,13 @@ class Retriever:
         vec: list[tuple[int, float]] = []
         t0 = time.perf_counter()
         if req.mode == "hybrid":
-            fut = self._pool.submit(self.store.keyword_search, query, req.retrieve_k, groups)
-            vec = self.store.vector_search(qvec, req.retrieve_k, groups)  # type: ignore[arg-type]
+            fut = self._pool.submit(self.store.keyword_search, query, req.retrieve_k, groups, req.doc_ids)
+            vec = self.store.vector_search(qvec, req.retrieve_k, groups, req.doc_ids)  # type: ignore[arg-type]
             bm25 = fut.result()
         elif req.mode == "bm25":
-            bm25 = self.store.keyword_search(query, req.retrieve_k, groups)
+            bm25 = self.store.keyword_search(query, req.retrieve_k, groups, req.doc_ids)
         else:
-            vec = self.store.vector_search(qvec, req.retrieve_k, groups)  # type: ignore[arg-type]
+            vec = self.store.vector_search(qvec, req.retrieve_k, groups, req.doc_ids)  # type: ignore[arg-type]
         timings["retrieve"] = timings.get("retrieve", 0.0) + (time.perf_counter() - t0) * 1000
         for name, hits in (("bm25", bm25), ("vector", vec)):
             for rank, (rid, score) in enumerate(hits, start=1):
@@ -161,7 +161,7 @@ class Retriever:
             batch = order[pos:pos + (len(order) if reorders else max(need - len(hits_out), 0) + 16)]
             pos += len(batch)
             rows = self.store.chunks_by_rowid(batch)
-            filtered += self._admit(batch, rows, scores, per, hits_out)
+            filtered += self._admit(batch, rows, scores, per, hits_out, req.min_vector_cosine)
         hits_out.sort(key=lambda h: -h.score)
         # the refusal gate sees only what the user may see: the best cosine of an admitted chunk
         best_cos = self._best_admitted_cosine(cosines)
@@ -181,12 +181,17 @@ class Retriever:
                             timings_ms={k: round(v, 2) for k, v in timings.items()})
 
     def _admit(self, batch: list[int], rows: dict, scores: dict[int, float],
-               per: dict[int, dict[str, RetrieverHit]], hits_out: list[SearchHit]) -> int:
+               per: dict[int, dict[str, RetrieverHit]], hits_out: list[SearchHit],
+               min_cosine: float | None = None) -> int:
         """Policy (B2) over candidate rows in rank order: deny → dropped and counted; old →
-        downweighted or annotated. Returns how many were filtered."""
+        downweighted or annotated; below the caller's cosine floor → dropped, not counted (a
+        keyword-only hit has no cosine and stays). Returns how many the policy filtered."""
         filtered = 0
         for rid in batch:
             if rid not in rows:
+                continue
+            vector = per.get(rid, {}).get("vector")
+            if min_cosine is not None and vector is not None and vector.score < min_cosine:
                 continue
             chunk, doc = rows[rid]
             if not self.policy.admits(doc.source_path, doc.tags):
