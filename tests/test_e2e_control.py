@@ -51,13 +51,15 @@ def test_one_shot_mode_on_the_real_model(eng):
 
 @pytest.mark.timeout(900)
 def test_self_corrective_loop_on_the_real_model(eng):
-    # With the default threshold (60 % of five graded hits) whether the small grader asks for a
-    # rewrite depends on how many of the five it passes. Requiring every graded hit to pass makes
-    # the rewrite happen as soon as one unrelated chunk is in the top five, which a nine-document
-    # corpus with one document on fare caps guarantees; one rewrite keeps the test short.
+    # A rewrite happens only when fewer graded hits pass than the threshold asks. The small grader
+    # tends to pass hits that share the topic (on "the daily cap on LinCard single fares", whose top
+    # five are all tram and fare chunks, the loop did not rewrite), so the question is one whose top
+    # five include chunks on other subjects (the corpus's licence note, the annual report), and
+    # every graded hit must pass: one rejection makes the loop rewrite. The answer is in the top
+    # hit. One rewrite keeps the test short.
     budget = ControlBudget(grade_pass_threshold=1.0, max_rewrite_attempts=1)
     t0 = time.perf_counter()
-    resp = eng.ask("What is the daily cap on LinCard single fares?",
+    resp = eng.ask("When did public transport in Lindenport begin?",
                    options=TurnOptions(force_mode="R2", budget=budget))
     assert time.perf_counter() - t0 < 600
     assert_contract_holds(eng, resp)
@@ -71,8 +73,7 @@ def test_self_corrective_loop_on_the_real_model(eng):
     assert any(c["purpose"] == "rewrite" and c["ok"] for c in t["model_calls"])
     assert "QUERY_REWRITTEN" in [e["name"] for e in t["events"]]
     assert [d for d in loop["decision_path"] if d == "retrieve"] == ["retrieve", "retrieve"]
-    verified = " ".join(verified_sentences(resp, "faq.txt") + verified_sentences(resp, "tram_fares.py"))
-    assert "6.50" in verified, resp.answer
+    assert "1887" in " ".join(verified_sentences(resp, "tram_network.md")), resp.answer
     assert t["outcome"]["anomalies"] == []
 
 
