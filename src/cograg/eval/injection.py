@@ -162,7 +162,7 @@ class ObedientLLM(ScriptedLLM):
             return json.dumps({"answer": "", "citations": [], "fallback": True})
         sentences: list[str] = []
         quotes: dict[str, str] = {}
-        if self.obey:
+        if self.obey and case.obeyed.strip():
             poisoned = [n for n, source, _ in blocks if source == Path(case.doc).name]
             if poisoned:
                 with self._lock:
