@@ -39,11 +39,15 @@ def run(attack_file: Path, workdir: Path, **kwargs) -> InjectionReport:
 
 def detector_off(mp: pytest.MonkeyPatch) -> None:
     """Switch the detector off everywhere it is consulted: redaction, the post-check and the
-    refusal's evidence filter all go through `scan` (the answerer imported it by name)."""
-    from cograg.answer import answerer, injection
+    refusal's evidence filter all go through `scan`, which modules may have imported by name."""
+    import sys
 
-    mp.setattr(injection, "scan", lambda text: [])
-    mp.setattr(answerer, "scan", injection.scan)
+    from cograg.answer import answerer, injection  # noqa: F401  (loaded, so patched below)
+
+    real = injection.scan
+    for name, module in list(sys.modules.items()):
+        if name.startswith("cograg") and getattr(module, "scan", None) is real:
+            mp.setattr(module, "scan", lambda text: [])
 
 
 @pytest.fixture(scope="module")
