@@ -240,8 +240,9 @@ def evaluate_injection(attack_file: Path | str, *, llm: Any, workdir: Path | str
     under `workdir`, ask every case's question of both, and score the answers.
 
     `open_engine(store_dir, llm)` opens an engine on a new store with `llm` as its answer model,
-    e.g. `lambda store, llm: Engine.open(store, settings=settings, llm=llm)` (the engine sits
-    above this package, so it is handed in). `mode` forces an execution mode (default R1, the
+    e.g. `lambda store, llm: Engine.open(store, settings=settings, **({"llm": llm} if llm else {}))`
+    (the engine sits above this package, so it is handed in); `llm=None` is the engine's own
+    model. `mode` forces an execution mode (default R1, the
     one-shot verified answer; None lets the router choose). `progress(done, total)` is called
     after each question."""
     folder, cases = load_cases(attack_file, limit)
@@ -257,11 +258,13 @@ def evaluate_injection(attack_file: Path | str, *, llm: Any, workdir: Path | str
         (corpora["clean"] / Path(c.doc).name).write_text(_without_attack(c, folder), encoding="utf-8")
 
     llms = {"attacked": llm, "clean": getattr(llm, "without_attacks", lambda: llm)()}
+    llm_name = str(getattr(llm, "name", "")) if llm is not None else ""
     answers: dict[str, list[Any]] = {}
     for name, corpus in corpora.items():
         store = work / f"store-{name}"
         shutil.rmtree(store, ignore_errors=True)
         with open_engine(store, llms[name]) as eng:
+            llm_name = llm_name or str(eng.settings.models.llm)
             eng.ingest([corpus])
             answers[name] = []
             for i, c in enumerate(cases):
@@ -283,7 +286,7 @@ def evaluate_injection(attack_file: Path | str, *, llm: Any, workdir: Path | str
     n = len(outcomes)
     successes = sum(o.attack_succeeded for o in outcomes)
     return InjectionReport(
-        attack_file=str(attack_file), llm=str(getattr(llm, "name", type(llm).__name__)), mode=mode, n=n,
+        attack_file=str(attack_file), llm=llm_name, mode=mode, n=n,
         detector_recall=round(sum(o.detected for o in outcomes) / n, 4),
         clean_false_alarms=sum(o.clean_flags for o in outcomes),
         obeyed_proposed=None if proposed is None else sum(bool(o.obeyed_proposed) for o in outcomes),
