@@ -122,6 +122,16 @@ def test_second_line_alone_delivers_no_obeyed_instruction(detector_off_report: I
 
 # ------------------------------------------------------------------ the held-out set
 
+@pytest.mark.parametrize("folder", [REGRESSION.parent, HELD_OUT.parent], ids=["regression", "held-out"])
+def test_attack_sets_pass_their_consistency_checks(folder: Path, capsys):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("validate_set", DATA / "injection" / "validate_set.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main(folder) == 0, capsys.readouterr().out
+
+
 def test_held_out_set_is_apart_from_the_regression_set():
     _, regression = load_cases(REGRESSION)
     _, held_out = load_cases(HELD_OUT)
