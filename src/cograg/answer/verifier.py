@@ -16,6 +16,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from cograg.answer.contract import Citation, answer_sentences, best_sentence, markers_in, strip_markers
+from cograg.answer.subject import mentions_subject
 from cograg.models.judge import ClaimJudge, JudgeVerdict, Verdict
 from cograg.text import CJK_RANGE, normalise_for_match, split_sentences
 
@@ -54,8 +55,10 @@ def _negated(text: str) -> bool:
 
 
 _NON_WORD = re.compile(r"[\W_]+")
-# A claim this long (normalised characters) that occurs verbatim in its cited text needs no judge:
-# shorter spans ("1844", a bare name) only mean something as an answer, which the judge decides.
+# A claim this long (normalised characters) that occurs verbatim in its cited text, and is about
+# what the question asks (`mentions_subject`), needs no judge: shorter spans ("1844", a bare name)
+# only mean something as an answer, and a copied sentence about something else answers nothing,
+# which the judge decides.
 VERBATIM_MIN_CHARS = 16
 
 
@@ -142,8 +145,9 @@ class Verifier:
         return float(np.dot(a, b))
 
     def _precheck(self, index: int, sentence: str, evidence_by_id: dict[str, str],
-                  quotes_by_id: dict[str, str]) -> ClaimCheck | _Pending:
-        """Everything before the judge: citations, numbers, negation, verbatim span, similarity."""
+                  quotes_by_id: dict[str, str], question: str | None = None) -> ClaimCheck | _Pending:
+        """Everything before the judge: citations, numbers, negation, verbatim span, similarity.
+        With a `question`, a verbatim span skips the judge only when it is about what is asked."""
         ids = list(dict.fromkeys(k for k, _, _ in markers_in(sentence)))
         claim = strip_markers(sentence)
         known = [i for i in ids if i in evidence_by_id]
@@ -159,7 +163,8 @@ class Verifier:
         if _negated(claim) != _negated(closest) and _negated(claim) != _negated(evidence):
             return ClaimCheck(sentence=sentence, citation_ids=known, verdict="CONTRADICTED", method="negation",
                               reason="negation differs from the cited text", kept=False)
-        if any(is_verbatim(claim, evidence_by_id[i]) for i in known):
+        if any(is_verbatim(claim, evidence_by_id[i]) for i in known) and (
+                question is None or mentions_subject(claim, question)):
             return ClaimCheck(sentence=sentence, citation_ids=known, verdict="SUPPORTED", method="verbatim",
                               reason="the claim is a verbatim span of the cited text", kept=True)
         sim = self._similarity(claim, evidence)
@@ -198,7 +203,7 @@ class Verifier:
 
     def check(self, sentence: str, evidence_by_id: dict[str, str], question: str | None = None,
               quotes_by_id: dict[str, str] | None = None) -> ClaimCheck:
-        first = self._precheck(0, sentence, evidence_by_id, quotes_by_id or {})
+        first = self._precheck(0, sentence, evidence_by_id, quotes_by_id or {}, question)
         return first if isinstance(first, ClaimCheck) else self._judge_all([first], question)[0]
 
     def verify(self, answer: str, citations: list[Citation], evidence_by_id: dict[str, str],
@@ -208,7 +213,7 @@ class Verifier:
         check)` is called for each sentence as soon as its verdict is final: the deterministic
         ones first, then those the judge decided."""
         quotes_by_id = {c.id: c.quote for c in citations if c.quote}
-        checks: list[ClaimCheck | _Pending] = [self._precheck(i, s, evidence_by_id, quotes_by_id)
+        checks: list[ClaimCheck | _Pending] = [self._precheck(i, s, evidence_by_id, quotes_by_id, question)
                                                for i, s in enumerate(answer_sentences(answer))]
         if on_verified is not None:
             for i, c in enumerate(checks):
