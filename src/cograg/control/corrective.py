@@ -328,7 +328,10 @@ class DocumentGrader(_JSONPromptCall):
         """The grade of `hit` for `question`; `timeout_s` (the time left) caps the configured one."""
         passage = _truncate_tokens(self.llm, redact(hit.text).text, self.max_passage_tokens)
         source = PurePath(hit.source).name if hit.source else ""
-        content = self.prompt.render(question=_defuse(question), title=_defuse(redact(hit.title or "").text),
+        # the document's title and the headings above the passage (a record's own title in a
+        # JSONL corpus): what the passage is about, often the entity a multi-hop step names
+        title = " › ".join(dict.fromkeys(t for t in (hit.title, *hit.heading_path) if t and t.strip()))
+        content = self.prompt.render(question=_defuse(question), title=_defuse(redact(title).text),
                                      source=_defuse(redact(source).text), document=_defuse(passage),
                                      entities=[_defuse(e) for e in question_entities(question)])
         try:
