@@ -17,11 +17,12 @@ would should will in on at of the a an name list give tell according for from by
 _LINK = r"(?:of|and|the|de|del|della|da|du|la|le|von|van|der|den|for|on|in|&)"
 _WORD = r"(?:[A-Z][\w'’.\-]*|\d[\w'’.\-]*)"
 _CAPITALISED = re.compile(rf"\b{_WORD}(?:\s+(?:{_LINK}\s+)*{_WORD})*")
-_QUOTED = re.compile(r"\"([^\"]{2,80})\"|“([^”]{2,80})”|«([^»]{2,80})»|《([^》]{1,60})》|「([^」]{1,60})」|『([^』]{1,60})』")
+_QUOTED = re.compile(r"\"([^\"]{2,80})\"|“([^”]{2,80})”|«([^»]{2,80})»"
+                     r"|《([^》]{1,60})》|「([^」]{1,60})」|『([^』]{1,60})』")
 # jieba part-of-speech tags of proper nouns: person, place, organisation, other proper noun
 _ZH_PROPER = ("nr", "ns", "nt", "nz")
-_QUESTION_WORDS_ZH = frozenset("什么 哪 哪里 哪个 哪些 哪一年 哪一 是哪 谁 多少 几 怎么 怎样 如何 为什么 为何 吗 呢 请问 是否 "
-                               "是 的 了 在 有 和 与 及 被 把 由 于 为".split())
+_QUESTION_WORDS_ZH = frozenset("什么 哪 哪里 哪个 哪些 哪一年 哪一 是哪 谁 多少 几 怎么 怎样 如何 为什么 为何 "
+                               "吗 呢 请问 是否 是 的 了 在 有 和 与 及 被 把 由 于 为".split())
 _QUESTION_WORDS_EN = "how many much what when where who whom whose which why does did do name"
 
 

@@ -420,8 +420,9 @@ class SelfCorrectiveLoop:
     """retrieve → grade → (rewrite → retrieve → grade)* → generate, with guaranteed termination.
 
     `search(query)` retrieves; `generate(question, passed_documents)` answers from the documents that
-    passed grading (an empty list when none did: the caller refuses) and may return anything — a
-    string, or an object with an `answer` string, becomes `final_answer`. Without `generate` the loop
+    passed grading (the first search's documents when none did but its evidence clears the
+    refusal floor, see `evidence_ok`; else an empty list, and the caller refuses) and may return
+    anything — a string, or an object with an `answer` string, becomes `final_answer`. Without `generate` the loop
     stops after selecting documents. `rewriter=None` disables rewriting. `on_event(name, payload)`
     receives RETRIEVED, GRADED, QUERY_REWRITTEN and GENERATED; a failing listener is logged, never
     fatal. `clock` is injectable for tests (monotonic seconds). An instance runs one question at a
