@@ -164,3 +164,23 @@ def test_question_subject_is_found_without_a_model():
     assert "who" not in content_words("Who designed the Linden Bridge?")
     assert mentions_subject("The Linden Bridge was designed by Tobias Marrick.", "Who designed the Linden Bridge?")
     assert not mentions_subject("Tobias Marrick designed many things.", "Who designed the Linden Bridge?")
+
+
+# ---------------------------------------------------------------- a "no" answer in a full sentence
+
+
+def test_a_negated_answer_drawn_from_positive_facts_goes_to_the_judge_not_the_negation_check():
+    judge = RecordingJudge()
+    ev = {"1": "King Vidor was an American film director. Géza von Cziffra was a Hungarian and Austrian film director."}
+    check = Verifier(judge).check("No, King Vidor and Géza von Cziffra are not both American directors [1].", ev,
+                                  question="Are King Vidor and Géza von Cziffra both American directors?")
+    assert check.method == "recording" and check.kept and len(judge.calls) == 1
+
+
+def test_a_negated_claim_whose_fact_the_text_states_positively_is_still_contradicted():
+    judge = RecordingJudge()
+    ev = {"1": "Trams run on Christmas Day in the old town. A ticket costs EUR 2.10."}
+    check = Verifier(judge).check("Trams do not run on Christmas Day [1].", ev)
+    assert check.verdict == "CONTRADICTED" and check.method == "negation" and judge.calls == []
+    zh = Verifier(judge).check("银雾不是1978年育成的[1]。", {"1": "银雾于1978年育成，至今仍是本地种植面积最大的品种。"})
+    assert zh.verdict == "CONTRADICTED" and judge.calls == []

@@ -16,7 +16,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from cograg.answer.contract import Citation, answer_sentences, best_sentence, markers_in, strip_markers
-from cograg.answer.subject import mentions_subject
+from cograg.answer.subject import content_words, mentions_subject
 from cograg.models.judge import ClaimJudge, JudgeVerdict, Verdict
 from cograg.text import CJK_RANGE, normalise_for_match, split_sentences
 
@@ -52,6 +52,14 @@ def _numbers(text: str) -> set[str]:
 
 def _negated(text: str) -> bool:
     return bool(_NEGATION_EN.search(text) or _NEGATION_ZH.search(text))
+
+
+def _states_the_opposite(claim: str, closest: str) -> bool:
+    """Whether the cited sentence states the claim's own fact with the negation flipped: every
+    content word of the claim, negation words aside, occurs in it ("Trams do not run on Christmas
+    Day" against "Trams run on Christmas Day")."""
+    words = content_words(_NEGATION_ZH.sub("", _NEGATION_EN.sub(" ", claim)))
+    return bool(words) and words <= content_words(_NEGATION_ZH.sub("", closest))
 
 
 _NON_WORD = re.compile(r"[\W_]+")
@@ -160,7 +168,12 @@ class Verifier:
             return ClaimCheck(sentence=sentence, citation_ids=known, verdict="UNRELATED", method="numbers",
                               reason=f"numbers not in the cited text: {', '.join(sorted(missing))}", kept=False)
         closest = best_sentence(claim, evidence)
-        if _negated(claim) != _negated(closest) and _negated(claim) != _negated(evidence):
+        # A negated claim over text that negates nothing is a contradiction only when the text
+        # states the same fact positively; otherwise it may be a "no" answer drawn from facts
+        # stated positively ("X and Y are not both American" from "Y was a Hungarian director"),
+        # which the judge decides.
+        if (_negated(claim) != _negated(closest) and _negated(claim) != _negated(evidence)
+                and (not _negated(claim) or _states_the_opposite(claim, closest))):
             return ClaimCheck(sentence=sentence, citation_ids=known, verdict="CONTRADICTED", method="negation",
                               reason="negation differs from the cited text", kept=False)
         if any(is_verbatim(claim, evidence_by_id[i]) for i in known) and (
