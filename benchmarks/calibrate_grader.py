@@ -147,7 +147,8 @@ def main() -> None:
     print(f"nothing passed at {conf}: {len(none_passed)} questions; of these {len(overridden)} clear the refusal "
           f"floor (R2 answers from the retrieved documents), {sum(r['gold_graded'] > 0 for r in overridden)} "
           "with a gold paragraph among them")
-    print(f"chosen: --set control.grade_min_confidence={conf} --set control.grade_pass_threshold={rate}")
+    print(f"chosen: --set control.grade_min_confidence={conf} --set control.grade_pass_threshold={rate}  "
+          f"(benchmarks/control.py: --budget grade_min_confidence={conf} --budget grade_pass_threshold={rate})")
 
 
 if __name__ == "__main__":
