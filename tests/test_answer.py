@@ -215,7 +215,7 @@ def test_trace_is_stored_and_printed(eng: Engine):
     r = ask(eng, llm, "How many arches does the Linden Bridge have?")
     t = eng.trace(r.trace_id)
     assert t["route"] == "DOC_GROUNDED" and t["question"].startswith("How many")
-    assert t["prompt_versions"]["verifiable_answer_system"].endswith("@1")
+    assert t["prompt_versions"]["verifiable_answer_system"].endswith("@2")
     assert t["retrieved"] and t["context_blocks"] and t["verdicts"][0]["verdict"] == "SUPPORTED"
     call = t["model_calls"][0]
     assert call["purpose"] == "generate" and call["prompt_tokens"] > 0 and call["ok"]
@@ -228,7 +228,7 @@ def test_trace_is_stored_and_printed(eng: Engine):
     store = eng.settings.store
     eng.close()
     res = CliRunner().invoke(app, ["trace", r.trace_id[:10], "--store", str(store)])
-    assert res.exit_code == 0 and "SUPPORTED" in res.stdout and "verifiable_answer_system@1" in res.stdout
+    assert res.exit_code == 0 and "SUPPORTED" in res.stdout and "verifiable_answer_system@2" in res.stdout
     res = CliRunner().invoke(app, ["trace", "tr_nope", "--store", str(store)])
     assert res.exit_code == 1 and "no trace" in res.stderr
 
@@ -335,4 +335,4 @@ def test_judge_calls_are_recorded_in_the_trace(eng: Engine):
     calls = eng.trace(r.trace_id)["model_calls"]
     assert [(c["purpose"], c["model"]) for c in calls] == [("generate", "scripted"), ("verify", "judge-model")]
     assert not isinstance(judge.llm, type(None)) and judge.llm.name == "judge-model"  # restored
-    assert eng.trace(r.trace_id)["prompt_versions"]["judge_claim"] == "judge_claim@2"
+    assert eng.trace(r.trace_id)["prompt_versions"]["judge_claim"] == "judge_claim@3"

@@ -105,6 +105,9 @@ class ControlBudget(_Section):
     max_total_tokens: int = Field(40_000, ge=100)
     max_wall_s: float = Field(900.0, gt=0)
     grade_pass_threshold: float = Field(0.6, ge=0.0, le=1.0)
+    # R2's grader: a document passes at is_relevant with at least this confidence. Calibrate with
+    # benchmarks/calibrate_grader.py (calibration split of HotpotQA train100, eval/splits.py only)
+    grade_min_confidence: float = Field(0.5, ge=0.0, le=1.0)
     max_rewrite_attempts: int = Field(3, ge=0, le=10)
     grade_top_k: int = Field(5, ge=1, le=20)
     plan_templates: bool = Field(True, description="plan comparison and bridge questions from fixed templates "
