@@ -15,6 +15,7 @@ from cograg.config import Settings
 from cograg.engine import Engine
 from cograg.errors import ConfigError, StoreError
 from cograg.index.backends import milvus_uri
+from cograg.index.protocols import ChunkSearchIndex
 from cograg.index.sqlite_store import SQLiteStore
 from cograg.retrieval import Principal, rrf
 from tests.fakes import HashingEmbedder
@@ -205,6 +206,7 @@ def test_index_setting_forms(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 def test_vectors_match_the_stored_ones(milvus: Engine):
     store = milvus.store
+    assert isinstance(store.index, ChunkSearchIndex) and isinstance(store, ChunkSearchIndex)
     row = store.conn.execute("SELECT chunk_rowid, vec FROM chunk_vectors LIMIT 1").fetchone()
     got = store.index.client.get(store.index.collection, ids=[int(row[0])], output_fields=["dense"])
     assert np.allclose(np.asarray(got[0]["dense"], np.float32), np.frombuffer(row[1], np.float32))

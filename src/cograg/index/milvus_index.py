@@ -34,10 +34,10 @@ from cograg.index.analyzer import STOPWORDS, ZH_STOPWORDS
 # jieba in search mode (words plus their sub-words, like cograg's own analyzer), lower-cased, with
 # the function words and punctuation that carry no retrieval signal dropped. The same parameters
 # are understood by Milvus standalone and Milvus Lite.
+_PUNCTUATION = set("，。、；：？！“”‘’（）《》【】…—·,.;:?!\"'()[]{}<>-/\\|*#@&%$+=~`^_")
 ANALYZER_PARAMS: dict[str, object] = {
     "tokenizer": {"type": "jieba", "mode": "search"},
-    "filter": ["lowercase", {"type": "stop", "stop_words": sorted(
-        STOPWORDS | ZH_STOPWORDS | set("，。、；：？！“”‘’（）《》【】…—·,.;:?!\"'()[]{}<>-/\\|*#@&%$+=~`^_"))}],
+    "filter": ["lowercase", {"type": "stop", "stop_words": sorted(STOPWORDS | ZH_STOPWORDS | _PUNCTUATION)}],
 }
 MAX_TEXT_BYTES = 65_535  # Milvus's VARCHAR limit; longer index texts are cut (BM25 sees the start)
 MAX_ARRAY = 1024  # ACL groups / tags per document
@@ -180,9 +180,9 @@ class MilvusIndex:
             item: dict[str, object] = {"id": r.rowid, "doc_id": r.doc_id, "text": _cut_utf8(r.text),
                                        "acl": sorted(set(r.acl)), "tags": sorted(set(r.tags))}
             if self.dim is not None:
-                ok = r.vector is not None and r.vector.shape == (self.dim,)
-                item["dense"] = (r.vector if ok else np.zeros(self.dim, np.float32)).tolist()  # type: ignore[union-attr]
-                item["has_vector"] = ok
+                vector = r.vector if r.vector is not None and r.vector.shape == (self.dim,) else None
+                item["dense"] = (np.zeros(self.dim, np.float32) if vector is None else vector).tolist()
+                item["has_vector"] = vector is not None
             data.append(item)
         self.client.upsert(self.collection, data)
 

@@ -71,8 +71,9 @@ class MilvusStore(SQLiteStore):
         return int(dim) if dim and self.has_vectors() else None
 
     def pending_documents(self) -> list[str]:
+        # the keys from "milvus_pending:" up to "milvus_pending;" (';' sorts right after ':')
         return [r[0][len(_PENDING):] for r in self.conn.execute(
-            "SELECT key FROM meta WHERE key >= ? AND key < ?", (_PENDING, _PENDING[:-1] + ";"))]  # ';' sorts right after ':'
+            "SELECT key FROM meta WHERE key >= ? AND key < ?", (_PENDING, _PENDING[:-1] + ";"))]
 
     def _mark(self, doc_ids: Iterable[str]) -> None:
         with self.transaction() as conn:
