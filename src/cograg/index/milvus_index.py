@@ -122,7 +122,11 @@ class MilvusIndex:
         jieba.setLogLevel(logging.WARNING)
         self.dim: int | None = None
         try:
-            self.client = MilvusClient(uri=uri, timeout=timeout_s)
+            # pymilvus pings every 10 s; Milvus Lite's in-process gRPC server counts idle pings as
+            # abuse and drops the connection after a few (logging it on stderr), so no pings there
+            lite = {"grpc_options": {"grpc.keepalive_time_ms": 2**31 - 1,
+                                     "grpc.keepalive_permit_without_calls": False}} if uri.endswith(".db") else {}
+            self.client = MilvusClient(uri=uri, timeout=timeout_s, **lite)
             if self.client.has_collection(collection):
                 fields = self.client.describe_collection(collection)["fields"]
                 dense = next((f for f in fields if f["name"] == "dense"), None)
