@@ -113,7 +113,6 @@ class MilvusIndex:
                              "pip install 'cograg[scale]'") from exc
         self.uri = uri
         self.collection = collection
-        self.timeout_s = timeout_s
         if not os.environ.get("COGRAG_DEBUG"):
             # a failed call is raised as one StoreError line; pymilvus would also log each one
             # with its traceback on stderr (it installs its own handler)
