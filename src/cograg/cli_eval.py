@@ -12,6 +12,7 @@ from rich.table import Table
 
 from cograg.cli_common import EmbedderOpt, JsonOpt, SetOpt, _settings, _split, err, eval_app, fail, handle_errors, out
 from cograg.cli_progress import RunProgress
+from cograg.config import Settings
 from cograg.engine import Engine
 from cograg.eval.kinds import EvalContext, data_dir, get_kind
 from cograg.eval.report import EvalReport, compare, load_report
@@ -37,10 +38,10 @@ def _context(store: Path | None, set_: list[str] | None, split: str, limit: int 
         raise fail(f"--split must be calibration, evaluation or all (got {split!r})")
     settings = _settings(None, set_, **overrides)
 
-    def open_engine(path: Path) -> Engine:
-        return Engine.open(settings=settings.model_copy(update={"store": path}), **engine_parts)
+    def open_engine(engine_settings: Settings) -> Engine:
+        return Engine.open(settings=engine_settings, **engine_parts)
 
-    return EvalContext(settings=settings, open_engine=open_engine, split=split, limit=limit, progress=progress,
+    return EvalContext(settings=settings, engine_factory=open_engine, split=split, limit=limit, progress=progress,
                        eval_root=store, judge_factory=judge_factory)
 
 
@@ -171,6 +172,8 @@ def eval_all(
     data: Annotated[Path | None, typer.Option(help="shared data folder [env: COGRAG_EVAL_DATA; default ../shared/data]")] = None,
     limit: Annotated[int | None, typer.Option(help="override every entry's limit")] = None,
     tolerance: Annotated[float | None, typer.Option(help="override the suite's tolerance")] = None,
+    update_baselines: Annotated[bool, typer.Option(
+        "--update-baselines", help="write each report as its entry's baseline instead of comparing")] = False,
     out_dir: OutOpt = None, store: StoreRootOpt = None, embedder: EmbedderOpt = None, set_: SetOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -181,7 +184,8 @@ def eval_all(
 
     with RunProgress(err, queries=True) as progress:
         ctx = _context(store, set_, "evaluation", limit, progress, embedder=embedder)
-        results = run_suite(suite, ctx, data=data or data_dir(), only=_split(only) or None, tolerance=tolerance)
+        results = run_suite(suite, ctx, data=data or data_dir(), only=_split(only) or None, tolerance=tolerance,
+                            update_baselines=update_baselines)
     failed = [r for r in results if r.comparison is not None and not r.comparison.passed]
     if out_dir is not None:
         for r in results:

@@ -6,7 +6,7 @@ open an engine or build a judge). The command line and the suite run the same fu
 figure from `cograg eval all` is the figure of the single command.
 
 This package sits below the engine, so it never imports it: `ctx.open_engine(store_dir)` is
-given by the caller (the CLI opens a real Engine; tests inject scripted models).
+built by the caller's `engine_factory` (the CLI opens a real Engine; tests inject scripted models).
 
 To add a kind (e.g. `injection`): write `run_injection(params, ctx) -> EvalReport` in its own
 module under cograg/eval/, decorate it with `@register("injection", "...")`, and import that module
@@ -38,12 +38,15 @@ class NullProgress:
 @dataclass
 class EvalContext:
     settings: Settings
-    open_engine: Callable[[Path], Any]
+    engine_factory: Callable[[Settings], Any]  # settings (store set) -> an Engine, used as a context manager
     split: str = "evaluation"
     limit: int | None = None
     progress: Any = field(default_factory=NullProgress)
     eval_root: Path | None = None  # where eval stores live; default <store>/eval
     judge_factory: Callable[[str, Any], Any] | None = None  # (spec, engine or None) -> ClaimJudge
+
+    def open_engine(self, store: Path) -> Any:
+        return self.engine_factory(self.settings.model_copy(update={"store": store}))
 
     def store_for(self, name: str) -> Path:
         return (self.eval_root or self.settings.store / "eval") / name

@@ -53,7 +53,8 @@ def run_retrieval(params: dict[str, Any], ctx: EvalContext) -> EvalReport:
 def run_answers(params: dict[str, Any], ctx: EvalContext) -> EvalReport:
     from cograg.eval.answers import ANSWER_GATES, QAItem, evaluate_answers, load_qa, summarise_answers
 
-    loaded = load_qa(params["qa"], corpus_name=params.get("corpus_name"))
+    files = params["qa"] if isinstance(params["qa"], list) else [params["qa"]]
+    loaded = [item for f in files for item in load_qa(f, corpus_name=params.get("corpus_name"))]
     qa = [QAItem.model_validate(i) for i in ctx.limited(select([i.model_dump() for i in loaded], ctx.split))]
     corpus = Path(params["corpus"])
     if not corpus.exists():

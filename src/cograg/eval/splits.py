@@ -28,7 +28,8 @@ from typing import Any, Literal
 Split = Literal["calibration", "evaluation"]
 SplitChoice = Literal["calibration", "evaluation", "all"]
 SPLIT_CHOICES: tuple[str, ...] = ("calibration", "evaluation", "all")
-SPLIT_RULE = "sha256-v1: calibration when int(sha256('cograg-split-v1:'+id)[:8],16)/2**32 < 1/3"
+SPLIT_RULE = ("sha256-v1: calibration when int(sha256('cograg-split-v1:'+id)[:8],16)/2**32 < 1/3; "
+              "a historic split label wins (dev, heldout: calibration; heldout2: evaluation)")
 CALIBRATION_SHARE = 1 / 3
 _SALT = "cograg-split-v1:"
 

@@ -9,6 +9,7 @@ A suite is YAML:
         split: evaluation       # default evaluation
         limit: 300
         baseline: baselines/retrieval-cmrc2018-bm25.json   # relative to the suite file
+        settings: {models.embedder: none}
         params: {directory: "{data}/cmrc2018/beir_chunks", qrels: dev, modes: [bm25]}
 
 In params, `{data}` is the shared data folder (`--data`, `$COGRAG_EVAL_DATA`, else
@@ -38,6 +39,7 @@ class SuiteEntry(BaseModel):
     limit: int | None = None
     baseline: str | None = None
     tolerance: float | None = None
+    settings: dict[str, Any] = Field(default_factory=dict, description="section.key: value overrides")
     params: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -72,24 +74,32 @@ def resolve_params(params: dict[str, Any], suite_dir: Path, data: Path) -> dict[
             value = value.replace("{data}", str(data)).replace("{suite}", str(suite_dir))
             if key in PATH_PARAMS and not Path(value).is_absolute():
                 value = str(suite_dir / value)
+        elif isinstance(value, list) and key in PATH_PARAMS:
+            value = [resolve_params({key: v}, suite_dir, data)[key] for v in value]
         out[key] = value
     return out
 
 
 def run_suite(path: Path, ctx: EvalContext, *, data: Path, only: list[str] | None = None,
-              tolerance: float | None = None) -> list[SuiteResult]:
+              tolerance: float | None = None, update_baselines: bool = False) -> list[SuiteResult]:
+    """Run the suite's entries (or those named in `only`), each compared with its baseline; with
+    `update_baselines` each report is written as its entry's baseline instead."""
     suite = load_suite(path)
     results = []
     for entry in suite.evals:
         if only and entry.name not in only:
             continue
         kind = get_kind(entry.kind)
-        entry_ctx = EvalContext(**{**ctx.__dict__, "split": entry.split,
+        settings = ctx.settings.with_overrides(entry.settings) if entry.settings else ctx.settings
+        entry_ctx = EvalContext(**{**ctx.__dict__, "split": entry.split, "settings": settings,
                                    "limit": ctx.limit if ctx.limit is not None else entry.limit})
         params = resolve_params(entry.params, path.parent, data) | {"name": entry.name}
         report = kind.run(params, entry_ctx)
         comparison = None
-        if entry.baseline:
+        if entry.baseline and update_baselines:
+            (path.parent / entry.baseline).parent.mkdir(parents=True, exist_ok=True)
+            (path.parent / entry.baseline).write_text(report.model_dump_json(indent=1), encoding="utf-8")
+        elif entry.baseline:
             allowed = tolerance if tolerance is not None else (
                 entry.tolerance if entry.tolerance is not None else suite.tolerance)
             comparison = compare(report, load_report(path.parent / entry.baseline), allowed)
