@@ -14,8 +14,6 @@ from cograg.eval.report import EvalReport, compare
 from cograg.eval.scoring import cmrc_em, cmrc_f1, contains_gold, mixed_segmentation, squad_em, squad_f1
 from cograg.eval.splits import item_id, select, select_ids, split_of, split_of_id
 from cograg.models.judge import JudgeVerdict
-from cograg.testing import ScriptedLLM
-from tests.fakes import HashingEmbedder
 
 REPO = Path(__file__).resolve().parents[1]
 

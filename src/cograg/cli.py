@@ -15,7 +15,7 @@ import typer
 from rich.table import Table
 
 from cograg.cli_common import (DocRef, EmbedderOpt, JsonOpt, SetOpt, StoreOpt, _existing_store, _settings,
-                               _split, _split_opt, app, docs_app, err, eval_app, fail, handle_errors, out)
+                               _split, _split_opt, app, docs_app, err, fail, handle_errors, out)
 from cograg.engine import Engine
 from cograg.ingest.pipeline import ProgressEvent
 from cograg.messages import message
