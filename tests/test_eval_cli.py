@@ -149,3 +149,24 @@ def test_ci_gate_fails_on_a_deliberate_regression(cli, tmp_path: Path, monkeypat
     assert "REGRESSION macro_f1" in res.stderr and "REGRESSION pass_rate" in res.stderr
     assert "hallucinated-id-removed" in res.stderr  # the failing rows are printed
     assert "rows passed in the baseline and fail now" in res.stderr
+
+
+def test_eval_verifier_maps_labels_and_reports_the_judge_and_split(cli, tmp_path: Path) -> None:
+    from cograg.eval.splits import split_of
+
+    pairs = [("The bridge has seven arches.", ["The Linden Bridge has seven arches."], "SUPPORT"),
+             ("The bridge has nine towers.", ["The Linden Bridge has seven arches."], "NOT_ENOUGH_INFO"),
+             ("Trams run on Christmas Day.", ["Trams do not run on Christmas Day."], "CONTRADICT")]
+    records = [{"claim_id": i, "doc_id": 7, "claim": c, "abstract": a, "label": lab}
+               for i in range(30) for c, a, lab in [pairs[i % 3]]]
+    (tmp_path / "pairs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    res = cli("eval", "verifier", tmp_path / "pairs.jsonl", "--judge", "lexical", "--json")
+    assert res.exit_code == 0, res.stderr
+    rep = json.loads(res.stdout)
+    assert rep["config"]["judge"] == "lexical" and rep["split"] == "evaluation"
+    assert [r["id"] for r in rep["rows"]] == [f"{r['claim_id']}:7" for r in records if split_of(r) == "evaluation"]
+    assert {r["gold"] for r in rep["rows"]} == {"SUPPORTED", "UNRELATED", "CONTRADICTED"}
+    assert 0 < rep["summary"]["macro_f1"] < 1  # the lexical judge cannot see the contradiction
+    limited = json.loads(cli("eval", "verifier", tmp_path / "pairs.jsonl", "--judge", "lexical", "--limit", "4",
+                             "--split", "calibration", "--json").stdout)
+    assert len(limited["rows"]) == 4 and limited["split"] == "calibration"

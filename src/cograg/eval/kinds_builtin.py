@@ -26,9 +26,24 @@ def _qrels_split(directory: Path, wanted: str | None) -> str:
     return found[0]
 
 
+HOTPOT_QUESTIONS = "hipporag_hotpotqa_train100.json"
+HOTPOT_CORPUS = "hipporag_hotpotqa_train100_corpus.json"
+
+
+def _hotpot_view(folder: Path, ctx: EvalContext) -> Path:
+    """The BEIR view of a HotpotQA sample folder (questions + paragraph corpus, HippoRAG's files),
+    built next to the eval stores: each paragraph a record, supporting paragraphs the qrels."""
+    from cograg.eval.retrieval import hotpot_to_beir
+
+    if not (folder / HOTPOT_QUESTIONS).is_file() or not (folder / HOTPOT_CORPUS).is_file():
+        raise CogragError(f"{folder} lacks {HOTPOT_QUESTIONS} and {HOTPOT_CORPUS}")
+    return hotpot_to_beir(folder / HOTPOT_QUESTIONS, folder / HOTPOT_CORPUS, ctx.store_for(f"{folder.name}-beir-view"))
+
+
 @register("retrieval", "nDCG@10, Recall@10/100, MRR@10 per search mode on a BEIR folder")
 def run_retrieval(params: dict[str, Any], ctx: EvalContext) -> EvalReport:
-    directory = Path(params["directory"])
+    # `hotpot: FOLDER` instead of `directory`: the BEIR view of a HotpotQA sample (qrels train)
+    directory = _hotpot_view(Path(params["hotpot"]), ctx) if params.get("hotpot") else Path(params["directory"])
     modes = tuple(params.get("modes") or RETRIEVAL_MODES)
     bad = [m for m in modes if m not in RETRIEVAL_MODES]
     if bad or not modes:
@@ -53,6 +68,9 @@ def run_retrieval(params: dict[str, Any], ctx: EvalContext) -> EvalReport:
 def run_answers(params: dict[str, Any], ctx: EvalContext) -> EvalReport:
     from cograg.eval.answers import ANSWER_GATES, QAItem, evaluate_answers, load_qa, summarise_answers
 
+    if params.get("hotpot"):  # a HotpotQA sample folder: its questions over its paragraphs
+        folder = Path(params["hotpot"])
+        params = {"qa": [str(folder / HOTPOT_QUESTIONS)], **params, "corpus": _hotpot_view(folder, ctx) / "corpus.jsonl"}
     files = params["qa"] if isinstance(params["qa"], list) else [params["qa"]]
     loaded = [item for f in files for item in load_qa(f, corpus_name=params.get("corpus_name"))]
     qa = [QAItem.model_validate(i) for i in ctx.limited(select([i.model_dump() for i in loaded], ctx.split))]

@@ -29,7 +29,7 @@ from cograg.eval.kinds import EvalContext, get_kind
 from cograg.eval.report import Comparison, EvalReport, compare, load_report
 from cograg.eval.splits import SPLIT_CHOICES
 
-PATH_PARAMS = {"directory", "file", "qa", "corpus", "store"}
+PATH_PARAMS = {"directory", "file", "qa", "corpus", "store", "hotpot"}
 
 
 class SuiteEntry(BaseModel):
