@@ -145,3 +145,14 @@ def test_report_markdown_names_the_split_and_failed_rows(tmp_path: Path):
     md = md_path.read_text(encoding="utf-8")
     assert "split: **evaluation**" in md and "`b`" in md
     assert EvalReport.model_validate_json(json_path.read_text(encoding="utf-8")).summary["macro_f1"] == 0.4
+
+
+def test_spread_interleaves_groups_in_a_stable_order():
+    from cograg.eval.splits import spread
+
+    big = [{"id": f"A{i}"} for i in range(100)]
+    small = [{"id": f"U{i}"} for i in range(3)]
+    first = spread([big, small])[:10]
+    assert sum(r["id"].startswith("U") for r in first) == 3  # a limit keeps the small group
+    assert spread([big, small]) == spread([list(reversed(big)), small])  # file order does not matter
+    assert [r["id"] for r in first if r["id"].startswith("A")] != ["A0", "A1", "A2", "A3", "A4", "A5", "A6"]

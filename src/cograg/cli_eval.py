@@ -105,7 +105,8 @@ def eval_retrieval(
 @eval_app.command("answers")
 @handle_errors
 def eval_answers(
-    qa: Annotated[Path, typer.Argument(help="JSONL: {question, answers[], answerable, lang?, id?} per line")],
+    qa: Annotated[list[Path], typer.Argument(help="JSONL files: {question, answers[], answerable?, lang?, id?} per "
+                                                  "line; several are interleaved under --limit")],
     corpus: Annotated[Path, typer.Option(help="file or folder the questions are asked of (ingested first)")],
     corpus_name: Annotated[str | None, typer.Option(help="keep only records whose `corpus` field is this")] = None,
     citation_judge: Annotated[str, typer.Option(
@@ -119,7 +120,7 @@ def eval_answers(
 ) -> None:
     """Ask every question of QA over CORPUS; report EM/F1, contains-gold, answered and refusal rates,
     ALCE citation recall/precision, hallucinated ids, tokens and latency per route."""
-    params = {"qa": qa, "corpus": corpus, "corpus_name": corpus_name, "citation_judge": citation_judge}
+    params = {"qa": [str(q) for q in qa], "corpus": corpus, "corpus_name": corpus_name, "citation_judge": citation_judge}
     _run("answers", params, store=store, set_=set_, split=split, limit=limit, out_dir=out_dir, as_json=as_json,
          baseline=baseline, tolerance=tolerance, embedder=embedder, llm=model, judge=judge)
 

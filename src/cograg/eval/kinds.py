@@ -104,8 +104,8 @@ def build_judge(spec: str, engine: Any, settings: Settings) -> Any:
         from cograg.models.llm import get_llm
 
         model = spec[4:] or settings.models.llm
-        llm = (engine.components.llm.get() if spec == "llm" and engine is not None
-               else get_llm(model, cache_dir=settings.model_cache_dir))
+        same_model = engine is not None and model == engine.settings.models.llm
+        llm = engine.components.llm.get() if same_model else get_llm(model, cache_dir=settings.model_cache_dir)
         return judges.LLMJudge(llm, max_tokens=v.judge_max_tokens, timeout_s=v.judge_timeout_s)
     raise CogragError(f"unknown judge {spec!r}: use lexical, nli:DIR, llm or llm:MODEL")
 

@@ -10,7 +10,7 @@ from cograg.eval.kinds import EvalContext, register, report_for
 from cograg.eval.labelled import (VERDICTS, evaluate_contract, evaluate_routing, evaluate_verifier, label_summary,
                                   load_records)
 from cograg.eval.report import EvalReport
-from cograg.eval.splits import select
+from cograg.eval.splits import select, spread
 
 RETRIEVAL_MODES = ("bm25", "vector", "hybrid")
 ROUTING_CALIBRATION = ("the rule table was written with the routing set's dev and heldout items in view "
@@ -72,8 +72,11 @@ def run_answers(params: dict[str, Any], ctx: EvalContext) -> EvalReport:
         folder = Path(params["hotpot"])
         params = {"qa": [str(folder / HOTPOT_QUESTIONS)], **params, "corpus": _hotpot_view(folder, ctx) / "corpus.jsonl"}
     files = params["qa"] if isinstance(params["qa"], list) else [params["qa"]]
-    loaded = [item for f in files for item in load_qa(f, corpus_name=params.get("corpus_name"))]
-    qa = [QAItem.model_validate(i) for i in ctx.limited(select([i.model_dump() for i in loaded], ctx.split))]
+    # each file's questions of the split in a stable sampled order, the files interleaved, so a
+    # --limit keeps answerable and unanswerable questions and spreads over every passage
+    groups = [select([i.model_dump() for i in load_qa(f, corpus_name=params.get("corpus_name"))], ctx.split)
+              for f in files]
+    qa = [QAItem.model_validate(i) for i in ctx.limited(spread(groups))]
     corpus = Path(params["corpus"])
     if not corpus.exists():
         raise CogragError(f"no corpus {corpus}")
@@ -94,10 +97,11 @@ def run_answers(params: dict[str, Any], ctx: EvalContext) -> EvalReport:
     judge_name = getattr(judge, "name", "none")
     verifier_name = getattr(verifier, "name", settings.verification.judge)
     notes = []
-    if judge_name == verifier_name:
+    same_llm = settings.verification.judge == "llm" and judge_spec in ("llm", f"llm:{settings.models.llm}")
+    if judge_name == verifier_name or same_llm:
         notes.append("the citation judge is the verifier being measured: citation figures are not independent")
-    return report_for("answers", params, ctx, dataset=f"{params['qa']} over {corpus}", summary=summarise_answers(rows),
-                      rows=rows, gates=dict(ANSWER_GATES), notes=notes,
+    return report_for("answers", params, ctx, dataset=f"{', '.join(map(str, files))} over {corpus}",
+                      summary=summarise_answers(rows), rows=rows, gates=dict(ANSWER_GATES), notes=notes,
                       calibrated_on=params.get("calibrated_on", ""),
                       config={"llm": settings.models.llm, "embedder": settings.models.embedder,
                               "verifier judge": verifier_name, "citation judge": judge_name,

@@ -76,3 +76,15 @@ def select_ids(ids: Iterable[str], split: str) -> list[str]:
     if split not in SPLIT_CHOICES:
         raise ValueError(f"split must be one of {', '.join(SPLIT_CHOICES)} (got {split!r})")
     return [i for i in ids if split == "all" or split_of_id(i) == split]
+
+
+def spread(groups: Iterable[Iterable[Mapping[str, Any]]]) -> list[Any]:
+    """Records of several groups (files) in a stable pseudo-random order (sha256 of the id with
+    another salt than the split's), the groups interleaved: the first N of the result are spread
+    over every group and over each group's whole range, so `--limit N` samples fairly."""
+    ordered = [sorted(g, key=lambda r: hashlib.sha256(("cograg-order-v1:" + item_id(r)).encode("utf-8")).hexdigest())
+               for g in groups]
+    out: list[Any] = []
+    for i in range(max((len(g) for g in ordered), default=0)):
+        out += [g[i] for g in ordered if i < len(g)]
+    return out
