@@ -129,7 +129,8 @@ def eval_answers(
 @handle_errors
 def eval_routing(
     file: Annotated[Path, typer.Argument(help="JSONL: {question, route, lang?, split?} per line")],
-    router_llm: Annotated[bool, typer.Option("--router-llm/--rules-only", help="blend the LLM's scores")] = False,
+    router_llm: Annotated[bool | None, typer.Option(
+        "--router-llm/--rules-only", help="blend the LLM's scores [default: routing.router_llm]")] = None,
     model: Annotated[str | None, typer.Option("--model", help="the router's LLM when --router-llm")] = None,
     split: SplitOpt = "evaluation", limit: LimitOpt = None, out_dir: OutOpt = None,
     baseline: BaselineOpt = None, tolerance: ToleranceOpt = 0.01, set_: SetOpt = None, as_json: JsonOpt = False,

@@ -86,7 +86,12 @@ def get_kind(name: str) -> EvalKind:
 
 
 def load_builtin_kinds() -> None:
-    """Import the modules that register kinds. Register new kinds (injection, …) here."""
+    """Import the modules that register kinds.
+
+    Registration point for further kinds: add one import line per module here, e.g.
+    `from cograg.eval import injection  # noqa: F401` for a module whose `run_injection` is
+    decorated with `@register("injection", "...")`; then `cograg eval all` suites can name
+    `kind: injection`, and its command goes into cograg/cli_eval.py like `eval routing`."""
     from cograg.eval import kinds_builtin  # noqa: F401
 
 

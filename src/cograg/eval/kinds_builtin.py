@@ -118,7 +118,8 @@ def run_routing(params: dict[str, Any], ctx: EvalContext) -> EvalReport:
     records = ctx.limited(select(load_records(params["file"]), ctx.split))
     rules = load_rules(ctx.settings.routing.rules)
     scorer = None
-    if params.get("router_llm", ctx.settings.routing.router_llm):
+    use_llm = params.get("router_llm")
+    if use_llm if use_llm is not None else ctx.settings.routing.router_llm:
         from cograg.models.llm import get_llm
 
         scorer = LLMRouteScorer(get_llm(ctx.settings.models.llm, cache_dir=ctx.settings.model_cache_dir))
