@@ -66,7 +66,7 @@ def tiny(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_eval_answers_with_a_scripted_model(cli, tiny: Path) -> None:
     res = cli("eval", "answers", tiny / "qa.jsonl", "--corpus", tiny / "corpus", "--split", "all",
-              "--judge", "lexical", "--citation-judge", "lexical", "--store", tiny / "stores",
+              "--judge", "lexical", "--citation-judge", "lexical", "--store", tiny / "store",
               "--out", tiny / "report", "--json", *OPEN_FLOORS)
     assert res.exit_code == 0, res.stderr + res.stdout
     rep = json.loads(res.stdout)

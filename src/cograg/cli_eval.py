@@ -115,13 +115,15 @@ def eval_answers(
     model: Annotated[str | None, typer.Option("--model", help="answer model: default | fast | gguf:PATH | openai:URL")] = None,
     judge: Annotated[str | None, typer.Option(help="the verifier's judge: llm | lexical | nli:DIR")] = None,
     split: SplitOpt = "evaluation", limit: LimitOpt = None, out_dir: OutOpt = None,
-    baseline: BaselineOpt = None, tolerance: ToleranceOpt = 0.01, store: StoreRootOpt = None,
+    baseline: BaselineOpt = None, tolerance: ToleranceOpt = 0.01,
+    store: Annotated[Path | None, typer.Option("--store", help="store for the corpus [default: <COGRAG_STORE>/eval/answers-<corpus>]")] = None,
     embedder: EmbedderOpt = None, set_: SetOpt = None, as_json: JsonOpt = False,
 ) -> None:
     """Ask every question of QA over CORPUS; report EM/F1, contains-gold, answered and refusal rates,
     ALCE citation recall/precision, hallucinated ids, tokens and latency per route."""
-    params = {"qa": [str(q) for q in qa], "corpus": corpus, "corpus_name": corpus_name, "citation_judge": citation_judge}
-    _run("answers", params, store=store, set_=set_, split=split, limit=limit, out_dir=out_dir, as_json=as_json,
+    params = {"qa": [str(q) for q in qa], "corpus": corpus, "corpus_name": corpus_name,
+              "citation_judge": citation_judge, "store": store}
+    _run("answers", params, store=None, set_=set_, split=split, limit=limit, out_dir=out_dir, as_json=as_json,
          baseline=baseline, tolerance=tolerance, embedder=embedder, llm=model, judge=judge)
 
 
