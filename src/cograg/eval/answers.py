@@ -141,7 +141,10 @@ def evaluate_answers(items: Sequence[QAItem], ask: Callable[[str], Any], trace: 
         started = time.perf_counter()
         resp = ask(item.question)
         latency = time.perf_counter() - started
-        calls = trace(resp.trace_id).get("model_calls", []) if resp.trace_id else []
+        try:
+            calls = trace(resp.trace_id).get("model_calls", []) if resp.trace_id else []
+        except CogragError:  # a turn that stored no trace (none made a model call)
+            calls = []
         tokens = sum(c.get("prompt_tokens", 0) + c.get("completion_tokens", 0) for c in calls)
         rows.append(answer_row(item, resp, latency_s=latency, tokens=tokens, judge=judge, chunk_text=chunk_text))
         if progress:
@@ -180,9 +183,14 @@ def summarise_answers(rows: list[dict[str, Any]]) -> dict[str, Any]:
     if rows:
         summary["latency_median_s"] = round(statistics.median(r["latency_s"] for r in rows), 3)
         summary["tokens_mean"] = round(statistics.mean(r["tokens"] for r in rows), 1)
-    for route in sorted({r["route"] for r in rows}):
-        mine = [r for r in rows if r["route"] == route]
+    # per execution route (R1…R5, the router's choice; the final `route` field says REFUSED for every refusal)
+    def route_of(r: dict[str, Any]) -> str:
+        return str(r.get("mode") or r["route"])
+
+    for route in sorted({route_of(r) for r in rows}):
+        mine = [r for r in rows if route_of(r) == route]
         summary[f"route.{route}.questions"] = len(mine)
+        summary[f"route.{route}.answered"] = sum(r["answered"] for r in mine)
         summary[f"route.{route}.latency_median_s"] = round(statistics.median(r["latency_s"] for r in mine), 3)
         summary[f"route.{route}.tokens_mean"] = round(statistics.mean(r["tokens"] for r in mine), 1)
     return summary
