@@ -20,7 +20,6 @@ import random
 import statistics
 import sys
 import time
-import unicodedata
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -29,13 +28,11 @@ sys.path.insert(0, str(REPO / "src"))
 from cograg.answer.answerer import AnswerConfig  # noqa: E402
 from cograg.config import Settings  # noqa: E402
 from cograg.engine import Engine  # noqa: E402
+from cograg.eval.answers import alce_citations  # noqa: E402
 from cograg.eval.retrieval import hotpot_to_beir  # noqa: E402
+from cograg.eval.scoring import contains_gold  # noqa: E402
 from cograg.models.judge import LLMJudge  # noqa: E402
 from cograg.prompts import load_prompt  # noqa: E402
-
-
-def norm(s: str) -> str:
-    return "".join(unicodedata.normalize("NFKC", s).lower().split())
 
 
 def questions(data: Path, n_cmrc: int, n_hotpot: int, seed: int = 0) -> list[dict]:
@@ -62,45 +59,11 @@ def questions(data: Path, n_cmrc: int, n_hotpot: int, seed: int = 0) -> list[dic
     return mixed
 
 
-def _judged(judge: LLMJudge, claim: str, passage: str, question: str) -> bool:
-    """SUPPORTED or not; a judge call that fails (invalid JSON, timeout) counts as not supported."""
-    from cograg.models import ModelError
-
-    try:
-        return judge.judge(claim, passage, question).verdict == "SUPPORTED"
-    except ModelError:
-        return False
-
-
 def alce(judge: LLMJudge, resp, chunk_text, question: str) -> tuple[int, int, int, int]:
-    """(supported statements, statements, relevant citations, citations) in the ALCE sense.
-
-    Recall: a statement counts when the judge finds it supported by the concatenation of its cited
-    chunks. Precision: a citation counts when its chunk alone supports the statement, or when the
-    statement is supported jointly and not without it. One judge call per statement plus, for
-    statements with several citations, the leave-one-out calls."""
-    from cograg.answer.contract import answer_sentences, markers_in, strip_markers
-
-    by_id = {c.id: chunk_text(c.chunk_id) for c in resp.citations}
-    sup = stm = rel = cit = 0
-    for s in answer_sentences(resp.answer):
-        ids = list(dict.fromkeys(k for k, _, _ in markers_in(s) if k in by_id))
-        claim = strip_markers(s)
-        stm += 1
-        if not ids:
-            continue
-        joint = _judged(judge, claim, "\n".join(by_id[i] for i in ids), question)
-        sup += joint
-        cit += len(ids)
-        if len(ids) == 1:
-            rel += joint
-            continue
-        for i in ids:
-            alone = _judged(judge, claim, by_id[i], question)
-            rest = [j for j in ids if j != i]
-            needed = not _judged(judge, claim, "\n".join(by_id[j] for j in rest), question)
-            rel += alone or (joint and needed)
-    return sup, stm, rel, cit
+    """(supported statements, statements, relevant citations, citations) in the ALCE sense
+    (cograg.eval.answers.alce_citations, the same code `cograg eval answers` runs)."""
+    c = alce_citations(judge, resp.answer, {c.id: chunk_text(c.chunk_id) for c in resp.citations}, question)
+    return c.supported, c.statements, c.relevant_citations, c.citations
 
 
 def main() -> None:
@@ -175,7 +138,7 @@ def main() -> None:
                 sup, stm, rel, cit = alce(judge, resp, chunk_text, q["question"]) if not resp.fallback else (0, 0, 0, 0)
                 row = {"question": q["question"], "corpus": q["corpus"], "answerable": q["answerable"],
                        "gold": q["gold"], "answer": resp.answer, "fallback": resp.fallback,
-                       "contains_gold": any(norm(g) in norm(resp.answer) for g in q["gold"] if g),
+                       "contains_gold": contains_gold(q["gold"], resp.answer),
                        "supported": sup, "statements": stm, "relevant_citations": rel, "citations": cit,
                        "hallucinated_ids_proposed": len(resp.removed.hallucinated_ids),
                        "hallucinated_ids_delivered": sum(1 for c in resp.citations

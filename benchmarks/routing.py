@@ -31,6 +31,7 @@ from benchmarks_common import write_section  # noqa: E402
 
 from cograg.control.models import ROUTES  # noqa: E402
 from cograg.control.router import LLMRouteAssessment, LLMRouteScorer, Router, load_rules  # noqa: E402
+from cograg.eval.scoring import classification_report  # noqa: E402
 
 DATA = REPO / "benchmarks" / "data" / "routing.jsonl"
 
@@ -41,19 +42,9 @@ def load_set(path: Path = DATA) -> list[dict]:
 
 def f1_report(gold: list[str], pred: list[str]) -> dict:
     """Per-route precision/recall/F1, macro-F1 over the five routes, accuracy and the confusion matrix."""
-    per: dict[str, dict[str, float]] = {}
-    for r in ROUTES:
-        tp = sum(g == r and p == r for g, p in zip(gold, pred))
-        fp = sum(g != r and p == r for g, p in zip(gold, pred))
-        fn = sum(g == r and p != r for g, p in zip(gold, pred))
-        prec = tp / (tp + fp) if tp + fp else 0.0
-        rec = tp / (tp + fn) if tp + fn else 0.0
-        f1 = 2 * prec * rec / (prec + rec) if prec + rec else 0.0
-        per[r] = {"precision": round(prec, 3), "recall": round(rec, 3), "f1": round(f1, 3), "support": tp + fn}
-    confusion = {g: {p: sum(1 for a, b in zip(gold, pred) if a == g and b == p) for p in ROUTES} for g in ROUTES}
-    macro = sum(per[r]["f1"] for r in ROUTES) / len(ROUTES)
-    acc = sum(g == p for g, p in zip(gold, pred)) / len(gold) if gold else 0.0
-    return {"macro_f1": round(macro, 3), "accuracy": round(acc, 3), "per_route": per, "confusion": confusion}
+    rep = classification_report(gold, pred, ROUTES)
+    return {"macro_f1": rep["macro_f1"], "accuracy": rep["accuracy"], "per_route": rep["per_label"],
+            "confusion": rep["confusion"]}
 
 
 class CachedScorer:

@@ -289,12 +289,12 @@ def test_eval_retrieval_on_a_small_beir_folder(tmp_path: Path, cli):
             fh.write(json.dumps({"_id": i, "text": x}, ensure_ascii=False) + "\n")
     (beir / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1\nq3\td3\t1\n")
     store = tmp_path / "evalstore"
-    r = cli(["eval", "retrieval", str(beir), "--split", "test", "--store", str(store), "--modes", "bm25",
-             "--json", "--embedder", "none"])
+    r = cli(["eval", "retrieval", str(beir), "--qrels", "test", "--split", "all", "--store", str(store),
+             "--modes", "bm25", "--json", "--embedder", "none"])
     assert r.exit_code == 0, r.output
-    data = json.loads(r.stdout)
-    assert data["queries"] == 3 and data["bm25"]["recall@10"] == 1.0 and data["bm25"]["mrr@10"] == 1.0
-    r2 = cli(["eval", "retrieval", str(beir), "--split", "nope", "--store", str(store), "--embedder", "none"])
+    data = json.loads(r.stdout)["summary"]
+    assert data["queries"] == 3 and data["bm25.recall@10"] == 1.0 and data["bm25.mrr@10"] == 1.0
+    r2 = cli(["eval", "retrieval", str(beir), "--qrels", "nope", "--store", str(store), "--embedder", "none"])
     assert r2.exit_code != 0 and "missing" in r2.stderr
 
 

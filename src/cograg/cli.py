@@ -15,7 +15,7 @@ import typer
 from rich.table import Table
 
 from cograg.cli_common import (DocRef, EmbedderOpt, JsonOpt, SetOpt, StoreOpt, _existing_store, _settings,
-                               _split, _split_opt, app, docs_app, err, eval_app, fail, handle_errors, out)
+                               _split, _split_opt, app, docs_app, err, fail, handle_errors, out)
 from cograg.engine import Engine
 from cograg.ingest.pipeline import ProgressEvent
 from cograg.messages import message
@@ -163,40 +163,6 @@ def search(
         ev = "n/a" if result.evidence_score is None else f"{result.evidence_score:.4f} ({result.evidence_source})"
         out.print(f"[dim]evidence {ev} · policy {result.policy_version} · filtered {result.filtered_by_policy} · "
                   f"timings {result.timings_ms}[/]", highlight=False)
-
-
-@eval_app.command("retrieval")
-@handle_errors
-def eval_retrieval(
-    directory: Annotated[Path, typer.Argument(help="BEIR folder: corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv")],
-    split: Annotated[str, typer.Option(help="qrels split")] = "test",
-    modes: Annotated[str, typer.Option(help="comma-separated modes")] = "bm25,vector,hybrid",
-    limit: Annotated[int | None, typer.Option(help="evaluate only the first N queries")] = None,
-    fusion: Annotated[str | None, typer.Option(help="hybrid fusion: rrf | weighted")] = None,
-    store: Annotated[Path | None, typer.Option("--store", help="store for the corpus [default: <COGRAG_STORE>/eval/<folder name>]")] = None,
-    embedder: EmbedderOpt = None,
-    set_: SetOpt = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Ingest a BEIR folder (re-used on later runs) and print nDCG@10, Recall@10/100, MRR@10 per mode."""
-    chosen = tuple(m for m in _split(modes))
-    bad = [m for m in chosen if m not in ("bm25", "vector", "hybrid")]
-    if bad or not chosen:
-        raise fail(f"--modes must be a comma-separated subset of bm25,vector,hybrid (got {modes!r})")
-    base = _settings(None, set_, embedder=embedder, fusion=fusion)
-    eval_store = store or base.store / "eval" / Path(directory).resolve().name
-    settings = base.model_copy(update={"store": eval_store})
-    with Engine.open(settings=settings) as engine, RunProgress(err, queries=True) as progress:
-        report = engine.eval_retrieval(directory, split, modes=chosen, limit=limit,  # type: ignore[arg-type]
-                                       progress=progress.on_ingest, query_progress=progress.on_query)
-    if as_json:
-        out.print_json(json.dumps(report))
-        return
-    table = Table("mode", "nDCG@10", "Recall@10", "Recall@100", "MRR@10", title=f"{directory} ({split}, {report['queries']} queries)")
-    for m in chosen:
-        r = report[m]
-        table.add_row(m, *(f"{r[key]:.4f}" for key in ("ndcg@10", "recall@10", "recall@100", "mrr@10")))  # type: ignore[index]
-    out.print(table)
 
 
 @app.command()
@@ -354,6 +320,7 @@ def trace_cmd(trace_id: Annotated[str | None, typer.Argument(help="trace id (or 
         _print_trace(t)
 
 
+from cograg import cli_eval  # noqa: E402,F401  (registers the eval commands)
 from cograg import cli_serve  # noqa: E402,F401  (registers its commands)
 
 

@@ -1,4 +1,4 @@
-"""Progress of `cograg ingest` and `cograg eval retrieval` on stderr (stdout stays for results).
+"""Progress of `cograg ingest` and every `cograg eval` command on stderr (stdout stays for results).
 
 On a terminal: rich progress bars (files, chunks, passages embedded, queries). Elsewhere (a log
 file, a pipe, CI): one plain line at most every `PLAIN_INTERVAL_S` seconds, so a long run still

@@ -162,8 +162,10 @@ class Engine:
 
     def eval_retrieval(self, beir_dir: Path | str, split: str, *, modes: tuple[str, ...] = ("bm25", "vector", "hybrid"),
                        limit: int | None = None, progress: ProgressCallback | None = None,
-                       query_progress: Any = None) -> dict[str, Any]:
-        """Ingest a BEIR folder's corpus into this store (incrementally) and score each mode."""
+                       query_progress: Any = None, query_split: str = "all",
+                       rows: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """Ingest a BEIR folder's corpus into this store (incrementally) and score each mode on the
+        queries of `query_split` (calibration | evaluation | all); per-query rows go to `rows`."""
         from cograg.eval.retrieval import evaluate, load_beir
 
         data = load_beir(beir_dir, split)
@@ -177,7 +179,7 @@ class Engine:
         cfg = self.settings.retrieval
         options = {"fusion": cfg.fusion, "rrf_k": cfg.rrf_k, "vector_weight": cfg.vector_weight}
         report = evaluate(run, data, modes, limit=limit, progress=query_progress,  # type: ignore[arg-type]
-                          request_options=options)
+                          request_options=options, query_split=query_split, rows=rows)
         report["fusion"] = cfg.fusion
         return report
 

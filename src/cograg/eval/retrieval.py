@@ -79,9 +79,15 @@ def record_ranking(record_ids: Iterable[str | None]) -> list[str]:
 def evaluate(search: Callable[[SearchRequest], list[str | None]], data: BeirData,
              modes: Iterable[SearchMode], *, limit: int | None = None,
              progress: Callable[[str, int, int], None] | None = None,
-             request_options: dict[str, object] | None = None) -> dict[str, object]:
-    """Score `search` (request → record ids of the hits, best first) for each mode."""
-    qids = sorted(data.queries)[:limit] if limit else sorted(data.queries)
+             request_options: dict[str, object] | None = None, query_split: str = "all",
+             rows: list[dict[str, object]] | None = None) -> dict[str, object]:
+    """Score `search` (request → record ids of the hits, best first) for each mode, on the
+    queries of `query_split` (cograg.eval.splits: calibration, evaluation or all). With `rows`,
+    one row per query and mode is appended to it (`ok`: a relevant record in the top 10)."""
+    from cograg.eval.splits import select_ids
+
+    qids = select_ids(sorted(data.queries), query_split)
+    qids = qids[:limit] if limit else qids
     report: dict[str, object] = {}
     for mode in modes:
         sums = {"ndcg@10": 0.0, "recall@10": 0.0, "recall@100": 0.0, "mrr@10": 0.0}
@@ -89,13 +95,16 @@ def evaluate(search: Callable[[SearchRequest], list[str | None]], data: BeirData
             ranked = record_ranking(search(SearchRequest(query=data.queries[qid], k=300, retrieve_k=200,
                                                          mode=mode, rerank=False, **(request_options or {}))))
             rels = data.qrels[qid]
-            sums["ndcg@10"] += ndcg_at_k(ranked, rels, 10)
-            sums["recall@10"] += recall_at_k(ranked, rels, 10)
-            sums["recall@100"] += recall_at_k(ranked, rels, 100)
-            sums["mrr@10"] += mrr_at_k(ranked, rels, 10)
+            scores = {"ndcg@10": ndcg_at_k(ranked, rels, 10), "recall@10": recall_at_k(ranked, rels, 10),
+                      "recall@100": recall_at_k(ranked, rels, 100), "mrr@10": mrr_at_k(ranked, rels, 10)}
+            for key, value in scores.items():
+                sums[key] += value
+            if rows is not None:
+                rows.append({"id": qid, "group": mode, **{k: round(v, 4) for k, v in scores.items()},
+                             "ok": scores["recall@10"] > 0})
             if progress:
                 progress(mode, i, len(qids))
-        report[mode] = {k: round(v / len(qids), 4) for k, v in sums.items()}
+        report[mode] = {k: round(v / len(qids), 4) if qids else 0.0 for k, v in sums.items()}
     report["queries"] = len(qids)
     return report
 

@@ -1,0 +1,214 @@
+"""`cograg eval …`: every quality figure from one command (SPEC H). Each command runs one eval
+kind of :mod:`cograg.eval.kinds` on the calibration or evaluation split, prints or writes the
+common report (Markdown + JSON), and with `--baseline` exits 1 when a gated metric regressed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from cograg.cli_common import EmbedderOpt, JsonOpt, SetOpt, _settings, _split, err, eval_app, fail, handle_errors, out
+from cograg.cli_progress import RunProgress
+from cograg.config import Settings
+from cograg.engine import Engine
+from cograg.eval.kinds import EvalContext, data_dir, get_kind
+from cograg.eval.report import EvalReport, compare, load_report
+
+# parts handed to every engine the evals open (tests put scripted models here)
+engine_parts: dict[str, Any] = {}
+# (spec, engine, settings) -> ClaimJudge; None = cograg.eval.kinds.build_judge
+judge_factory: Any = None
+
+SplitOpt = Annotated[str, typer.Option(
+    "--split", help="calibration | evaluation | all: which part of the labelled set (cograg.eval.splits)")]
+LimitOpt = Annotated[int | None, typer.Option(help="evaluate only the first N items of the split")]
+OutOpt = Annotated[Path | None, typer.Option("--out", help="write the report as DIR/<name>.json and .md")]
+BaselineOpt = Annotated[Path | None, typer.Option(help="a previous --json report of the same command: exit 1 on a regression")]
+ToleranceOpt = Annotated[float, typer.Option(help="allowed drop of a gated metric against --baseline (absolute)")]
+StoreRootOpt = Annotated[Path | None, typer.Option("--store", envvar="COGRAG_STORE",
+                                                   help="store for the eval's corpus [default: <COGRAG_STORE>/eval/<name>]")]
+
+
+def _context(store: Path | None, set_: list[str] | None, split: str, limit: int | None, progress: Any,
+             **overrides: Any) -> EvalContext:
+    if split not in ("calibration", "evaluation", "all"):
+        raise fail(f"--split must be calibration, evaluation or all (got {split!r})")
+    settings = _settings(None, set_, **overrides)
+
+    def open_engine(engine_settings: Settings) -> Engine:
+        return Engine.open(settings=engine_settings, **engine_parts)
+
+    return EvalContext(settings=settings, engine_factory=open_engine, split=split, limit=limit, progress=progress,
+                       eval_root=store, judge_factory=judge_factory)
+
+
+def _show(report: EvalReport, as_json: bool) -> None:
+    if as_json:
+        out.print_json(report.model_dump_json())
+        return
+    table = Table("metric", "value", "target", title=f"{report.kind} {report.name} · split {report.split}",
+                  caption=report.dataset)
+    for key, value in report.summary.items():
+        target = report.targets.get(key)
+        table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value),
+                      "" if target is None else f">= {target}")
+    out.print(table)
+    for note in report.notes:
+        out.print(f"[yellow]note:[/] {note}", highlight=False)
+
+
+def _gate(report: EvalReport, baseline: Path | None, tolerance: float) -> None:
+    if baseline is None:
+        return
+    comparison = compare(report, load_report(baseline), tolerance)
+    for line in comparison.lines():
+        err.print(line, highlight=False, soft_wrap=True)
+    if not comparison.passed:
+        raise typer.Exit(1)
+    err.print(f"gate passed against {baseline} (tolerance {tolerance})", highlight=False)
+
+
+def _run(kind: str, params: dict[str, Any], *, store: Path | None, set_: list[str] | None, split: str,
+         limit: int | None, out_dir: Path | None, as_json: bool, baseline: Path | None, tolerance: float,
+         **overrides: Any) -> None:
+    with RunProgress(err, queries=True) as progress:
+        ctx = _context(store, set_, split, limit, progress, **overrides)
+        report = get_kind(kind).run(params, ctx)
+    if out_dir is not None:
+        paths = report.write(out_dir)
+        err.print(f"wrote {paths[0]} and {paths[1]}", highlight=False)
+    _show(report, as_json)
+    _gate(report, baseline, tolerance)
+
+
+@eval_app.command("retrieval")
+@handle_errors
+def eval_retrieval(
+    directory: Annotated[Path, typer.Argument(help="BEIR folder: corpus.jsonl, queries.jsonl, qrels/QRELS.tsv")],
+    qrels: Annotated[str | None, typer.Option(help="qrels file name [default: the only one in qrels/]")] = None,
+    modes: Annotated[str, typer.Option(help="comma-separated modes")] = "bm25,vector,hybrid",
+    fusion: Annotated[str | None, typer.Option(help="hybrid fusion: rrf | weighted")] = None,
+    split: SplitOpt = "evaluation", limit: LimitOpt = None, out_dir: OutOpt = None,
+    baseline: BaselineOpt = None, tolerance: ToleranceOpt = 0.01,
+    store: Annotated[Path | None, typer.Option("--store", help="store for the corpus [default: <COGRAG_STORE>/eval/<folder name>]")] = None,
+    embedder: EmbedderOpt = None, set_: SetOpt = None, as_json: JsonOpt = False,
+) -> None:
+    """Ingest a BEIR folder (re-used on later runs) and report nDCG@10, Recall@10/100, MRR@10 per mode."""
+    params = {"directory": directory, "qrels": qrels, "modes": _split(modes), "store": store}
+    _run("retrieval", params, store=None, set_=set_, split=split, limit=limit, out_dir=out_dir, as_json=as_json,
+         baseline=baseline, tolerance=tolerance, embedder=embedder, fusion=fusion)
+
+
+@eval_app.command("answers")
+@handle_errors
+def eval_answers(
+    qa: Annotated[list[Path], typer.Argument(help="JSONL files: {question, answers[], answerable?, lang?, id?} per "
+                                                  "line; several are interleaved under --limit")],
+    corpus: Annotated[Path, typer.Option(help="file or folder the questions are asked of (ingested first)")],
+    corpus_name: Annotated[str | None, typer.Option(help="keep only records whose `corpus` field is this")] = None,
+    citation_judge: Annotated[str, typer.Option(
+        help="judge for ALCE citation figures: llm:MODEL | llm | lexical | nli:DIR | none; "
+             "name one other than the verifier measured")] = "llm:default",
+    model: Annotated[str | None, typer.Option("--model", help="answer model: default | fast | gguf:PATH | openai:URL")] = None,
+    judge: Annotated[str | None, typer.Option(help="the verifier's judge: llm | lexical | nli:DIR")] = None,
+    split: SplitOpt = "evaluation", limit: LimitOpt = None, out_dir: OutOpt = None,
+    baseline: BaselineOpt = None, tolerance: ToleranceOpt = 0.01,
+    store: Annotated[Path | None, typer.Option("--store", help="store for the corpus [default: <COGRAG_STORE>/eval/answers-<corpus>]")] = None,
+    embedder: EmbedderOpt = None, set_: SetOpt = None, as_json: JsonOpt = False,
+) -> None:
+    """Ask every question of QA over CORPUS; report EM/F1, contains-gold, answered and refusal rates,
+    ALCE citation recall/precision, hallucinated ids, tokens and latency per route."""
+    params = {"qa": [str(q) for q in qa], "corpus": corpus, "corpus_name": corpus_name,
+              "citation_judge": citation_judge, "store": store}
+    _run("answers", params, store=None, set_=set_, split=split, limit=limit, out_dir=out_dir, as_json=as_json,
+         baseline=baseline, tolerance=tolerance, embedder=embedder, llm=model, judge=judge)
+
+
+@eval_app.command("routing")
+@handle_errors
+def eval_routing(
+    file: Annotated[Path, typer.Argument(help="JSONL: {question, route, lang?, split?} per line")],
+    router_llm: Annotated[bool | None, typer.Option(
+        "--router-llm/--rules-only", help="blend the LLM's scores [default: routing.router_llm]")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="the router's LLM when --router-llm")] = None,
+    split: SplitOpt = "evaluation", limit: LimitOpt = None, out_dir: OutOpt = None,
+    baseline: BaselineOpt = None, tolerance: ToleranceOpt = 0.01, set_: SetOpt = None, as_json: JsonOpt = False,
+) -> None:
+    """Route every question and report macro-F1 and accuracy against the labels (target 0.85)."""
+    _run("routing", {"file": file, "router_llm": router_llm}, store=None, set_=set_, split=split, limit=limit,
+         out_dir=out_dir, as_json=as_json, baseline=baseline, tolerance=tolerance, llm=model)
+
+
+@eval_app.command("verifier")
+@handle_errors
+def eval_verifier(
+    file: Annotated[Path, typer.Argument(help="JSONL: {claim, evidence|passage|abstract, label} per line")],
+    judge: Annotated[str | None, typer.Option(help="lexical | nli:DIR | llm | llm:MODEL [default: the settings' judge]")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="the model of an llm judge")] = None,
+    split: SplitOpt = "evaluation", limit: LimitOpt = None, out_dir: OutOpt = None,
+    baseline: BaselineOpt = None, tolerance: ToleranceOpt = 0.01, set_: SetOpt = None, as_json: JsonOpt = False,
+) -> None:
+    """Judge every claim against its evidence; report macro-F1 over SUPPORTED/CONTRADICTED/UNRELATED."""
+    _run("verifier", {"file": file, "judge": judge}, store=None, set_=set_, split=split, limit=limit,
+         out_dir=out_dir, as_json=as_json, baseline=baseline, tolerance=tolerance, llm=model)
+
+
+@eval_app.command("contract")
+@handle_errors
+def eval_contract(
+    file: Annotated[Path, typer.Argument(help="JSONL cases: {id, blocks[], draft{answer,citations}, expect{}}")],
+    limit: LimitOpt = None, out_dir: OutOpt = None, baseline: BaselineOpt = None,
+    tolerance: ToleranceOpt = 0.0, as_json: JsonOpt = False,
+) -> None:
+    """Validate hand-written drafts under the citation contract (model-free)."""
+    _run("contract", {"file": file}, store=None, set_=None, split="all", limit=limit, out_dir=out_dir,
+         as_json=as_json, baseline=baseline, tolerance=tolerance)
+
+
+@eval_app.command("all")
+@handle_errors
+def eval_all(
+    suite: Annotated[Path, typer.Option(help="suite YAML (see cograg.eval.suite)")] = Path("eval/suite.yaml"),
+    only: Annotated[str | None, typer.Option(help="comma-separated entry names to run")] = None,
+    data: Annotated[Path | None, typer.Option(help="shared data folder [env: COGRAG_EVAL_DATA; default ../shared/data]")] = None,
+    limit: Annotated[int | None, typer.Option(help="override every entry's limit")] = None,
+    tolerance: Annotated[float | None, typer.Option(help="override the suite's tolerance")] = None,
+    update_baselines: Annotated[bool, typer.Option(
+        "--update-baselines", help="write each report as its entry's baseline instead of comparing")] = False,
+    out_dir: OutOpt = None, store: StoreRootOpt = None, embedder: EmbedderOpt = None, set_: SetOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run every eval of SUITE against its baseline; exit 1 when any gated metric regressed."""
+    import json
+
+    from cograg.eval.suite import run_suite
+
+    with RunProgress(err, queries=True) as progress:
+        ctx = _context(store, set_, "evaluation", limit, progress, embedder=embedder)
+        results = run_suite(suite, ctx, data=data or data_dir(), only=_split(only) or None, tolerance=tolerance,
+                            update_baselines=update_baselines)
+    failed = [r for r in results if r.comparison is not None and not r.comparison.passed]
+    if out_dir is not None:
+        for r in results:
+            r.report.write(out_dir)
+        (out_dir / "summary.md").write_text("\n".join(r.report.to_markdown() for r in results), encoding="utf-8")
+    if as_json:
+        out.print_json(json.dumps({"passed": not failed, "evals": [
+            {"name": r.entry.name, "kind": r.entry.kind, "split": r.report.split, "summary": r.report.summary,
+             "regressions": [g.model_dump() for g in r.comparison.regressions] if r.comparison else None}
+            for r in results]}, ensure_ascii=False))
+    else:
+        table = Table("eval", "kind", "split", "items", "gate")
+        for r in results:
+            gate = "no baseline" if r.comparison is None else ("[green]pass[/]" if r.comparison.passed else "[red]FAIL[/]")
+            table.add_row(r.entry.name, r.entry.kind, r.report.split, str(len(r.report.rows)), gate)
+        out.print(table)
+    for r in failed:
+        err.print(f"{r.entry.name}:", highlight=False)
+        for line in r.comparison.lines() if r.comparison else []:
+            err.print(f"  {line}", highlight=False, soft_wrap=True)
+    if failed:
+        raise typer.Exit(1)

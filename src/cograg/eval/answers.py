@@ -1,0 +1,201 @@
+"""Answer quality (SPEC H): exact match and F1, contains-gold, answered and refusal rates, ALCE
+citation recall/precision, hallucinated citation ids, tokens and latency per route.
+
+`evaluate_answers` takes callables (ask a question, read a chunk's text, the trace of an answer)
+so it runs over any engine, a real one or one with a scripted model.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from cograg.answer.contract import answer_sentences, markers_in, strip_markers
+from cograg.errors import CogragError
+from cograg.eval.scoring import contains_gold, exact_match, f1
+from cograg.models import ModelError
+from cograg.models.judge import ClaimJudge
+from cograg.text import is_chinese
+
+
+class QAItem(BaseModel):
+    id: str
+    question: str
+    answers: list[str] = Field(default_factory=list)
+    answerable: bool = True
+    lang: str = "en"
+    split: str | None = None
+
+
+def load_qa(path: Path | str, *, corpus_name: str | None = None) -> list[QAItem]:
+    """QA records from JSONL (or a JSON list): `question`, `answers` (or one `answer`),
+    `answerable` (default: whether there is a gold answer), `lang` (default: zh for a Chinese
+    question), `id` (default: the question). With `corpus_name`, records naming another
+    `corpus` are left out (one file of unanswerable questions can serve several corpora)."""
+    from cograg.eval.splits import item_id
+
+    p = Path(path)
+    if not p.is_file():
+        raise CogragError(f"no QA file {p}")
+    text = p.read_text(encoding="utf-8")
+    try:
+        records = json.loads(text) if p.suffix == ".json" else [json.loads(x) for x in text.splitlines() if x.strip()]
+    except json.JSONDecodeError as exc:
+        raise CogragError(f"{p} is not JSON lines: {exc}") from None
+    items = []
+    for r in records:
+        if corpus_name and r.get("corpus") not in (None, corpus_name):
+            continue
+        if not r.get("question"):
+            raise CogragError(f"{p}: a record has no question: {str(r)[:120]}")
+        answers = r.get("answers", r.get("answer", []))
+        answers = [a["text"] if isinstance(a, dict) else str(a) for a in (answers if isinstance(answers, list) else [answers])]
+        items.append(QAItem(id=item_id(r), question=r["question"], answers=answers,
+                            answerable=bool(r.get("answerable", bool(answers))),
+                            lang=r.get("lang") or ("zh" if is_chinese(r["question"]) else "en"),
+                            split=r.get("split")))
+    return items
+
+
+def _supported(judge: ClaimJudge, claim: str, passage: str, question: str) -> bool:
+    """SUPPORTED or not; a judge call that fails (invalid JSON, timeout) counts as not supported."""
+    try:
+        return judge.judge(claim, passage, question).verdict == "SUPPORTED"
+    except ModelError:
+        return False
+
+
+class CitationCounts(BaseModel):
+    statements: int = 0
+    supported: int = 0
+    citations: int = 0
+    relevant_citations: int = 0
+
+
+def alce_citations(judge: ClaimJudge, answer: str, cited_text: dict[str, str], question: str) -> CitationCounts:
+    """ALCE citation recall and precision (Gao et al. 2023, `eval.py` compute_autoais), one answer.
+
+    Recall: a statement counts when the concatenation of all its cited passages supports it.
+    Precision, per citation: a citation counts when the statement is supported jointly and the
+    citation either supports it alone or is needed (the others without it do not). A statement
+    may carry several citations; a statement with none counts against recall only."""
+    counts = CitationCounts()
+    for sentence in answer_sentences(answer):
+        ids = list(dict.fromkeys(key for key, _, _ in markers_in(sentence) if key in cited_text))
+        claim = strip_markers(sentence).strip()
+        if not claim:
+            continue
+        counts.statements += 1
+        if not ids:
+            continue
+        joint = _supported(judge, claim, "\n".join(cited_text[i] for i in ids), question)
+        counts.supported += joint
+        counts.citations += len(ids)
+        if not joint:
+            continue
+        if len(ids) == 1:
+            counts.relevant_citations += 1
+            continue
+        for cid in ids:
+            alone = _supported(judge, claim, cited_text[cid], question)
+            rest = "\n".join(cited_text[j] for j in ids if j != cid)
+            counts.relevant_citations += alone or not _supported(judge, claim, rest, question)
+    return counts
+
+
+def answer_row(item: QAItem, resp: Any, *, latency_s: float, tokens: int, judge: ClaimJudge | None,
+               chunk_text: Callable[[str], str | None]) -> dict[str, Any]:
+    """One report row for one answered question (`resp` is an AnswerResponse)."""
+    answered = not resp.fallback
+    prediction = strip_markers(resp.answer) if answered else ""
+    row: dict[str, Any] = {"id": item.id, "question": item.question, "lang": item.lang, "answerable": item.answerable,
+                           "answered": answered, "route": resp.route, "mode": resp.mode,
+                           "latency_s": round(latency_s, 3), "tokens": tokens,
+                           "hallucinated_ids_proposed": len(resp.removed.hallucinated_ids),
+                           "hallucinated_ids_delivered": sum(chunk_text(c.chunk_id) is None for c in resp.citations)}
+    if item.answerable:
+        row |= {"exact_match": exact_match(item.answers, prediction, item.lang),
+                "f1": round(f1(item.answers, prediction, item.lang), 4),
+                "contains_gold": contains_gold(item.answers, prediction)}
+        row["ok"] = row["contains_gold"]
+    else:
+        row["ok"] = not answered
+    if answered and item.answerable and judge is not None:
+        cited = {c.id: chunk_text(c.chunk_id) or "" for c in resp.citations}
+        row |= alce_citations(judge, resp.answer, cited, item.question).model_dump()
+    row["answer"] = resp.answer[:500]
+    return row
+
+
+def evaluate_answers(items: Sequence[QAItem], ask: Callable[[str], Any], trace: Callable[[str], dict[str, Any]],
+                     chunk_text: Callable[[str], str | None], judge: ClaimJudge | None,
+                     progress: Callable[[str, int, int], None] | None = None) -> list[dict[str, Any]]:
+    rows = []
+    for i, item in enumerate(items, start=1):
+        started = time.perf_counter()
+        resp = ask(item.question)
+        latency = time.perf_counter() - started
+        try:
+            calls = trace(resp.trace_id).get("model_calls", []) if resp.trace_id else []
+        except CogragError:  # a turn that stored no trace (none made a model call)
+            calls = []
+        tokens = sum(c.get("prompt_tokens", 0) + c.get("completion_tokens", 0) for c in calls)
+        rows.append(answer_row(item, resp, latency_s=latency, tokens=tokens, judge=judge, chunk_text=chunk_text))
+        if progress:
+            progress("answers", i, len(items))
+    return rows
+
+
+def _mean(values: list[float]) -> float | None:
+    return round(sum(values) / len(values), 4) if values else None
+
+
+def summarise_answers(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    answerable = [r for r in rows if r["answerable"]]
+    unanswerable = [r for r in rows if not r["answerable"]]
+    statements = sum(r.get("statements", 0) for r in answerable)
+    citations = sum(r.get("citations", 0) for r in answerable)
+    summary: dict[str, Any] = {
+        "questions": len(rows), "answerable": len(answerable), "unanswerable": len(unanswerable),
+        "exact_match": _mean([r["exact_match"] for r in answerable]),
+        "f1": _mean([r["f1"] for r in answerable]),
+        "contains_gold": _mean([float(r["contains_gold"]) for r in answerable]),
+        "answered_rate": _mean([float(r["answered"]) for r in answerable]),
+        "refusal_unanswerable": _mean([float(not r["answered"]) for r in unanswerable]),
+        "citation_recall": round(sum(r.get("supported", 0) for r in answerable) / statements, 4) if statements else None,
+        "citation_precision": (round(sum(r.get("relevant_citations", 0) for r in answerable) / citations, 4)
+                               if citations else None),
+        "citations_per_statement": round(citations / statements, 3) if statements else None,
+        "hallucinated_ids_proposed": sum(r["hallucinated_ids_proposed"] for r in rows),
+        "hallucinated_ids_delivered": sum(r["hallucinated_ids_delivered"] for r in rows),
+    }
+    for lang in sorted({r["lang"] for r in answerable}):
+        mine = [r for r in answerable if r["lang"] == lang]
+        summary[f"exact_match.{lang}"] = _mean([r["exact_match"] for r in mine])
+        summary[f"f1.{lang}"] = _mean([r["f1"] for r in mine])
+        summary[f"contains_gold.{lang}"] = _mean([float(r["contains_gold"]) for r in mine])
+    if rows:
+        summary["latency_median_s"] = round(statistics.median(r["latency_s"] for r in rows), 3)
+        summary["tokens_mean"] = round(statistics.mean(r["tokens"] for r in rows), 1)
+    # per execution route (R1…R5, the router's choice; the final `route` field says REFUSED for every refusal)
+    def route_of(r: dict[str, Any]) -> str:
+        return str(r.get("mode") or r["route"])
+
+    for route in sorted({route_of(r) for r in rows}):
+        mine = [r for r in rows if route_of(r) == route]
+        summary[f"route.{route}.questions"] = len(mine)
+        summary[f"route.{route}.answered"] = sum(r["answered"] for r in mine)
+        summary[f"route.{route}.latency_median_s"] = round(statistics.median(r["latency_s"] for r in mine), 3)
+        summary[f"route.{route}.tokens_mean"] = round(statistics.mean(r["tokens"] for r in mine), 1)
+    return summary
+
+
+ANSWER_GATES = {"exact_match": "higher", "f1": "higher", "contains_gold": "higher", "answered_rate": "higher",
+                "refusal_unanswerable": "higher", "citation_recall": "higher", "citation_precision": "higher",
+                "hallucinated_ids_delivered": "lower"}

@@ -1,0 +1,154 @@
+"""The one report every `cograg eval` command writes (SPEC H): summary metrics, one row per item,
+the split it ran on, and a gate against a baseline report of the same eval.
+
+A report is JSON (`EvalReport.model_dump_json`) and Markdown (`to_markdown`). `compare` checks the
+gated metrics against a baseline: a metric that moved the wrong way by more than the tolerance is
+a regression; the rows that passed in the baseline and fail now are listed with it, so a failed
+gate says which items broke.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from cograg.errors import CogragError
+
+Direction = Literal["higher", "lower"]
+Number = int | float
+
+
+class EvalReport(BaseModel):
+    kind: str = Field(description="which eval: retrieval, answers, routing, verifier, contract, …")
+    name: str = Field("", description="the suite entry or data set it ran on")
+    split: str = Field(description="calibration | evaluation | all (cograg.eval.splits)")
+    split_rule: str = ""
+    dataset: str = Field("", description="the labelled file or folder")
+    calibrated_on: str = Field("", description="what the measured thresholds/rules were tuned on, where known")
+    config: dict[str, Any] = Field(default_factory=dict, description="models, judges, settings that matter")
+    summary: dict[str, Number | str | None] = Field(default_factory=dict)
+    gates: dict[str, Direction] = Field(default_factory=dict, description="summary metrics the baseline gate checks")
+    targets: dict[str, float] = Field(default_factory=dict, description="minimums the spec sets, reported not gated")
+    rows: list[dict[str, Any]] = Field(default_factory=list, description="one per item; `id` and `ok` when judged")
+    notes: list[str] = Field(default_factory=list)
+    created_at: str = Field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
+
+    def write(self, directory: Path) -> tuple[Path, Path]:
+        """`<dir>/<name or kind>.json` and `.md`."""
+        directory.mkdir(parents=True, exist_ok=True)
+        stem = self.name or self.kind
+        json_path, md_path = directory / f"{stem}.json", directory / f"{stem}.md"
+        json_path.write_text(self.model_dump_json(indent=1), encoding="utf-8")
+        md_path.write_text(self.to_markdown(), encoding="utf-8")
+        return json_path, md_path
+
+    def to_markdown(self, *, max_rows: int = 50) -> str:
+        title = f"{self.kind}: {self.name}" if self.name else self.kind
+        lines = [f"## {title}", "", f"- split: **{self.split}** ({self.split_rule or 'whole file'})"]
+        if self.dataset:
+            lines.append(f"- data: `{self.dataset}`")
+        if self.calibrated_on:
+            lines.append(f"- calibrated on: {self.calibrated_on}")
+        for key, value in self.config.items():
+            lines.append(f"- {key}: `{value}`")
+        lines += ["", "| metric | value | target |", "|---|---:|---:|"]
+        for key, value in self.summary.items():
+            target = self.targets.get(key)
+            shown = f"{value:.4f}" if isinstance(value, float) else str(value)
+            lines.append(f"| {key} | {shown} | {'' if target is None else f'>= {target}'} |")
+        failed = [r for r in self.rows if r.get("ok") is False]
+        if failed:
+            lines += ["", f"Failed rows ({len(failed)} of {len(self.rows)}; first {min(len(failed), max_rows)}):", ""]
+            lines += [f"- `{_short(r.get('id'))}`: {_row_detail(r)}" for r in failed[:max_rows]]
+        if self.notes:
+            lines += [""] + [f"Note: {n}" for n in self.notes]
+        return "\n".join(lines) + "\n"
+
+
+class Regression(BaseModel):
+    metric: str
+    baseline: Number | None
+    current: Number | None
+    direction: Direction
+
+
+class Comparison(BaseModel):
+    regressions: list[Regression] = Field(default_factory=list)
+    broken_rows: list[dict[str, Any]] = Field(default_factory=list, description="ok in the baseline, failing now")
+    fixed_rows: int = 0
+    warnings: list[str] = Field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return not self.regressions
+
+    def lines(self, *, max_rows: int = 30) -> list[str]:
+        out = list(self.warnings)
+        for r in self.regressions:
+            word = "dropped" if r.direction == "higher" else "rose"
+            out.append(f"REGRESSION {r.metric}: {word} from {r.baseline} to {r.current}")
+        if self.broken_rows:
+            out.append(f"{len(self.broken_rows)} rows passed in the baseline and fail now "
+                       f"({self.fixed_rows} the other way):")
+            out += [f"  {_short(r.get('id'))}: {_row_detail(r)}" for r in self.broken_rows[:max_rows]]
+        return out
+
+
+def load_report(path: Path | str) -> EvalReport:
+    try:
+        return EvalReport.model_validate_json(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CogragError(f"baseline {path} does not exist") from None
+    except ValueError as exc:
+        raise CogragError(f"baseline {path} is not an eval report: {str(exc).splitlines()[0]}") from None
+
+
+def compare(current: EvalReport, baseline: EvalReport, tolerance: float) -> Comparison:
+    """Regressions of `current` against `baseline`: each gated metric may move the wrong way by at
+    most `tolerance` (absolute). A gated metric the baseline has and the current report lacks (or
+    reports as None) is a regression too."""
+    if current.kind != baseline.kind:
+        raise CogragError(f"baseline is a {baseline.kind!r} report, this is {current.kind!r}")
+    if current.split != baseline.split:
+        raise CogragError(f"baseline ran on split {baseline.split!r}, this run on {current.split!r}")
+    result = Comparison()
+    if len(current.rows) != len(baseline.rows):
+        result.warnings.append(f"note: {len(current.rows)} rows now, {len(baseline.rows)} in the baseline")
+    gates = {**baseline.gates, **current.gates}
+    for metric, direction in gates.items():
+        base = baseline.summary.get(metric)
+        if not isinstance(base, int | float):
+            continue
+        now = current.summary.get(metric)
+        worse = (not isinstance(now, int | float)
+                 or (now < base - tolerance if direction == "higher" else now > base + tolerance))
+        if worse:
+            result.regressions.append(Regression(metric=metric, baseline=base,
+                                                 current=now if isinstance(now, int | float) else None,
+                                                 direction=direction))
+    before = {_row_key(r): r.get("ok") for r in baseline.rows if "ok" in r}
+    for row in current.rows:
+        was = before.get(_row_key(row))
+        if was is True and row.get("ok") is False:
+            result.broken_rows.append(row)
+        elif was is False and row.get("ok") is True:
+            result.fixed_rows += 1
+    return result
+
+
+def _row_key(row: dict[str, Any]) -> str:
+    return json.dumps([row.get("id"), row.get("group")], ensure_ascii=False)
+
+
+def _short(value: Any, width: int = 80) -> str:
+    text = str(value).replace("\n", " ")
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _row_detail(row: dict[str, Any]) -> str:
+    shown = {k: v for k, v in row.items() if k not in ("id", "ok") and not isinstance(v, list | dict)}
+    return _short(", ".join(f"{k}={v}" for k, v in shown.items()), 200)
