@@ -21,7 +21,7 @@ OPEN_FLOORS = ["--set", "answer.min_evidence_cosine=-1", "--set", "answer.min_ev
                "--set", "verification.min_claim_similarity=-1"]
 CORPUS = {
     "bridge.md": "# Linden Bridge\n\nThe Linden Bridge was designed by Tobias Marrick. It has seven arches.\n",
-    "tram.md": "# Trams\n\nA single tram ticket costs EUR 2.10. Trams do not run on Christmas Day.\n",
+    "tram.md": "# Trams\n\nA single tram ticket costs EUR 2.10. The tram livery was designed by the city. Trams do not run on Christmas Day.\n",
 }
 QA = [
     {"id": "arches", "question": "How many arches does the Linden Bridge have?", "answers": ["seven"]},
@@ -32,7 +32,7 @@ QA = [
 # what the scripted model says per question: (answer template, text of the block to cite) or a refusal
 REPLIES = {
     "arches": ("The Linden Bridge has seven arches [{n}].", "seven arches"),
-    "designer": ("It was designed by Tobias Marrick [{n}][{m}].", "Tobias Marrick"),  # [{m}]: a second citation
+    "designer": ("It was designed by Tobias Marrick [{n}][{m}].", "Tobias Marrick"),  # [{m}]: a second citation that shares a word ("designed") but backs nothing
     "ticket": ("A ticket costs EUR 5 [{n}].", "tram ticket"),  # wrong, and unsupported by its citation
 }
 
