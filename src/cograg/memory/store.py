@@ -1,0 +1,64 @@
+"""Where sessions live (SPEC E5): the `MemoryStore` Protocol. The embedded default is SQLite
+(`memory/sqlite_store.py`); a multi-process deployment can put Redis behind the same methods.
+
+Every method is one atomic step: `commit_turn` writes a turn, its new facts and the summary
+update together or not at all, and two turns committing to one session at the same time both
+keep all their facts (fact ids are content-derived, the summary update runs inside the write)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+from cograg.errors import CogragError
+from cograg.memory.models import CommitResult, Fact, Session, SessionState, SessionSummary, SystemProfile, TurnRecord
+
+
+class SessionError(CogragError):
+    """A memory operation that cannot be done as asked."""
+
+
+class SessionNotFound(SessionError):
+    def __init__(self, session_id: str) -> None:
+        super().__init__(f"no session {session_id!r}")
+        self.session_id = session_id
+
+
+SummaryUpdate = Callable[[SessionSummary], SessionSummary]
+
+
+@runtime_checkable
+class MemoryStore(Protocol):
+    # sessions
+    def create_session(self, session_id: str, *, user: str | None = None,
+                       profile: SystemProfile | None = None) -> Session: ...
+    def get_session(self, session_id: str) -> Session | None: ...
+    def list_sessions(self, *, user: str | None = None) -> list[Session]: ...
+    def delete_session(self, session_id: str) -> bool: ...
+    def expire_sessions(self, idle_before: float) -> list[str]: ...
+
+    # one turn: load, then write back atomically
+    def load(self, session_id: str, *, max_facts: int = 1000) -> SessionState: ...
+    def commit_turn(self, turn: TurnRecord, facts: list[Fact], *, summary_update: SummaryUpdate | None = None,
+                    max_facts: int = 1000) -> CommitResult: ...
+
+    # the ledger and the turns
+    def facts(self, session_id: str, *, include_invalid: bool = True) -> list[Fact]: ...
+    def turns(self, session_id: str, *, include_folded: bool = True) -> list[TurnRecord]: ...
+    def forget_fact(self, session_id: str, fact_id: str) -> bool: ...
+    def fact_sources(self) -> dict[str, set[str | None]]: ...
+    def invalidate_sources(self, reasons: dict[str, str], *,
+                           current_hashes: dict[str, str] | None = None) -> list[str]: ...
+    def fold_turns(self, session_id: str, upto_seq: int, summary: SessionSummary) -> int: ...
+
+    # bookkeeping and the answer cache
+    def get_meta(self, key: str) -> str | None: ...
+    def set_meta(self, key: str, value: str) -> None: ...
+    def cache_get(self, key: str) -> dict[str, Any] | None: ...
+    def cache_put(self, key: str, value: dict[str, Any], *, session_id: str | None = None) -> None: ...
+    def cache_clear(self) -> int: ...
+
+    def close(self) -> None: ...
+
+
+__all__ = ["SessionError", "MemoryStore", "SessionNotFound", "SummaryUpdate"]
