@@ -72,6 +72,12 @@ MESSAGES: dict[str, dict[Lang, str]] = {
         "zh": "问题不够明确",
         "en": "the question is ambiguous",
     },
+    # conversation memory (SPEC E6): a user correction is recorded as the user's statement
+    "memory.correction_recorded": {
+        "zh": "已记下您的更正：“{statement}”。它作为您的陈述保存，不会当作文档中的事实引用。",
+        "en": "Noted your correction: “{statement}”. It is kept as your statement, never cited as a fact "
+              "from the documents.",
+    },
     # errors shown by the command line
     "error.interrupted": {"zh": "已中断", "en": "interrupted"},
     "error.aborted": {"zh": "已取消", "en": "aborted"},
