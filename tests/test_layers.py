@@ -68,4 +68,4 @@ def test_memory_sits_above_control_and_below_the_orchestrator() -> None:
     for below in ("answer", "control", "retrieval", "index", "models", "ingest"):
         assert "memory" not in graph[below], below
     assert graph["memory"] <= {"answer", "control", "retrieval", "index", "config", "errors", "text", "ingest",
-                               "trace", "messages", "documents", "questions", "models"}, graph["memory"]
+                               "trace", "messages", "documents", "questions", "models", "prompts"}, graph["memory"]

@@ -318,3 +318,119 @@ def test_session_commands_list_show_facts_forget_and_delete_with_json(eng: Engin
     assert r.exit_code == 1 and r.stderr.strip() == "error: no session 's1'"
     r = cli("facts", "forget", "Fnope", "--session", "nope", "--store", store)
     assert r.exit_code == 1 and "no session 'nope'" in r.stderr
+
+
+def test_two_concurrent_turns_on_one_session_keep_both_facts(eng: Engine):
+    import threading
+
+    e, _ = chat(eng)
+    opts = TurnOptions(answer=OPEN, budget=ControlBudget(plan_templates=False), force_mode="R1_ONE_SHOT_RETRIEVE")
+    errors: list[BaseException] = []
+
+    def run(q: str) -> None:
+        try:
+            e.ask(q, options=opts, session="busy")
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(q,)) for q in (ARCHES, "Who designed the Linden Bridge?",
+                                                                  "When did the Rhine Bridge open?")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    statements = sorted(f.statement for f in e.memory().facts("busy"))
+    assert statements == ["The Linden Bridge has seven arches.", "The Linden Bridge was designed by Tobias Marrick.",
+                          "The Rhine Bridge opened in 1870."]
+    assert e.memory().session("busy").turn_count == 3
+
+
+def test_a_chinese_follow_up_resolves_from_the_session():
+    from cograg.memory.followup import resolve_follow_up
+    from cograg.memory.memorizer import entities_in
+    from cograg.memory.models import TurnRecord
+
+    turns = [TurnRecord(turn_id="t1", session_id="s", question="茶叶研究所育成了什么品种？",
+                        entities=entities_in("茶叶研究所育成了什么品种？"))]
+    rewrite = resolve_follow_up("它是哪一年创办的？", turns)
+    assert rewrite is not None and rewrite.rewritten == "茶叶研究所是哪一年创办的？"
+    assert resolve_follow_up("它是哪一年创办的？", []) is None
+
+
+def test_a_ten_thousand_turn_session_stays_within_its_budget(tmp_path: Path):
+    from cograg.config import MemoryConfig
+    from cograg.memory import SessionMemory, SQLiteMemoryStore
+    from cograg.memory.models import TurnRecord
+
+    cfg = MemoryConfig()
+    store = SQLiteMemoryStore(tmp_path)
+    mem = SessionMemory(store, cfg, doc_hash=lambda d: None, generation=lambda: "0")
+    store.create_session("long")
+    for i in range(10_000):
+        store.commit_turn(TurnRecord(turn_id=f"t{i}", session_id="long", question=f"Question {i} about trams?",
+                                     summary_short=f"Question {i} about trams? — answer {i}.", tokens=40), [])
+        mem.maybe_compact("long")
+    assert store.unfolded_tokens("long") <= cfg.compact_above_tokens + 40
+    summary = mem.session("long").summary
+    assert summary.folded_turns > 9_900 and "Question 9" in summary.rolling
+    turn = mem.begin_turn("long", "What about the trams?", source_hit=lambda c: None, cache_scope={})
+    assert turn.context.tokens <= cfg.context_budget_tokens
+    store.close()
+
+
+def test_the_llm_summary_of_a_compaction_keeps_only_what_the_folded_turns_state():
+    from cograg.memory.compaction import condense
+    from cograg.models.llm import LLMTimeout
+
+    lines = ["When did the Linden Bridge open? — The Linden Bridge opened in 1811.",
+             "Who designed the Linden Bridge? — The Linden Bridge was designed by Tobias Marrick.",
+             "How long is the Linden Bridge? — It is 212 metres long."]
+    llm = ScriptedLLM(['{"sentences": ["The Linden Bridge opened in 1811 and was designed by Tobias Marrick.", '
+                       '"The Linden Bridge cost 3 million thalers."]}'])
+    summary, report = condense(lines, llm, count_tokens=lambda s: len(s.split()))
+    assert summary == "The Linden Bridge opened in 1811 and was designed by Tobias Marrick."
+    assert report == {"prompt": "summarize_session@1", "method": "llm", "proposed": 2, "kept": 1}
+    summary, report = condense(lines, ScriptedLLM([LLMTimeout("slow")] * 3), count_tokens=lambda s: len(s.split()))
+    assert summary == "\n".join(lines) and report["method"] == "rules" and "error" in report
+
+
+def test_small_talk_in_a_session_with_facts_stays_small_talk(eng: Engine):
+    _, ask = chat(eng)
+    ask(ARCHES)
+    resp, trace, calls = ask("Thanks, that Linden Bridge answer was helpful!")
+    assert resp.mode == "R0_DIRECT_WRITE" and calls == [] and resp.citations == []
+    assert event(trace, "MEMORY_LOADED")["facts_read"]  # facts were recalled, and not used for a thank-you
+
+
+def test_a_corrupt_memory_row_or_a_failed_write_back_never_costs_the_answer(eng: Engine, monkeypatch):
+    e, ask = chat(eng)
+    ask(ARCHES)
+    e.memory().store.conn.execute("UPDATE facts SET data='{broken'")
+    resp, trace, _ = ask("When did the Linden Bridge open?")
+    assert not resp.fallback and "1811" in resp.answer
+    assert event(trace, "MEMORY_LOADED")["problems"]  # reported, and the turn went on
+
+    def fail(*a, **k):
+        raise OSError("disk full")
+    monkeypatch.setattr(e.memory().store, "commit_turn", fail)
+    resp, trace, _ = ask("Who designed the Linden Bridge?")
+    assert not resp.fallback and "Marrick" in resp.answer
+    assert "disk full" in event(trace, "MEMORY_ERROR")["error"] and "MEMORY_COMMITTED" not in names(trace)
+
+
+def test_chat_lists_and_forgets_facts_and_reports_errors_on_one_line(eng: Engine, ingest_env, monkeypatch):
+    from typer.testing import CliRunner
+
+    from cograg import cli as cli_module
+
+    monkeypatch.setattr(cli_module.out, "width", 400)
+    e, ask = chat(eng)
+    ask(ARCHES)
+    [fact] = e.memory().facts("s1")
+    r = CliRunner().invoke(cli_module.app, ["chat", "--session", "s1", "--store", str(eng.settings.store)],
+                           input=f"/facts\n/forget Fnope\n/forget {fact.fact_id}\n/facts\n/quit\n")
+    assert r.exit_code == 0, r.output
+    assert "The Linden Bridge has seven arches." in r.stdout and "no facts" in r.stdout
+    assert "session 's1' has no fact 'Fnope'" in r.stderr
+    assert e.memory().facts("s1") == []

@@ -13,6 +13,7 @@ import typer
 
 from cograg.cli_common import JsonOpt, SetOpt, StoreOpt, _settings, app, err, handle_errors, out
 from cograg.engine import Engine
+from cograg.errors import CogragError
 
 session_app = typer.Typer(help="Conversation sessions: list, show, facts, forget, compact, delete, export.",
                           no_args_is_help=True)
@@ -132,10 +133,18 @@ def _forget(session_id: str, fact_id: str, store: Path | None, as_json: bool) ->
 
 @session_app.command("compact")
 @handle_errors
-def session_compact(session_id: SessionArg, store: StoreOpt = None, as_json: JsonOpt = False) -> None:
+def session_compact(session_id: SessionArg,
+                    summarize: Annotated[bool, typer.Option("--summarize", help="let the model condense the summary "
+                                                            "(only sentences the folded turns state are kept)")] = False,
+                    model: Annotated[str | None, typer.Option("--model", help="default | fast | gguf:PATH | "
+                                                              "openai:URL")] = None,
+                    store: StoreOpt = None, as_json: JsonOpt = False) -> None:
     """Fold all but the last raw turns into the session's rolling summary now."""
-    with _engine(store) as engine:
-        result = engine.memory().compact(session_id)
+    from cograg.components import deferred_llm
+
+    with Engine.open(settings=_settings(store, llm=model), create=False) as engine:
+        llm = deferred_llm(engine.components.llm) if summarize else None
+        result = engine.memory().compact(session_id, llm=llm)
     if as_json:
         _print_json(result.model_dump())
     else:
@@ -200,16 +209,23 @@ def chat(session: Annotated[str, typer.Option("--session", help="session id (cre
                 continue
             if line in ("/quit", "/exit"):
                 break
-            if line == "/facts":
-                _print_facts(engine.memory().facts(session, include_invalid=False))
-            elif line.startswith("/forget "):
-                engine.memory().forget(session, line.split(maxsplit=1)[1].strip())
-                out.print("forgotten")
-            elif line == "/compact":
-                r = engine.memory().compact(session)
-                out.print(f"folded {r.folded} turns, kept {r.kept_raw} raw")
-            else:
-                _chat_turn(engine, session, line)
+            try:
+                _chat_line(engine, session, line)
+            except CogragError as exc:  # one bad line does not end the conversation
+                err.print(f"[bold red]error:[/] {exc}", highlight=False)
+
+
+def _chat_line(engine: Engine, session: str, line: str) -> None:
+    if line == "/facts":
+        _print_facts(engine.memory().facts(session, include_invalid=False))
+    elif line.startswith("/forget "):
+        engine.memory().forget(session, line.split(maxsplit=1)[1].strip())
+        out.print("forgotten")
+    elif line == "/compact":
+        r = engine.memory().compact(session)
+        out.print(f"folded {r.folded} turns, kept {r.kept_raw} raw")
+    else:
+        _chat_turn(engine, session, line)
 
 
 def _chat_turn(engine: Engine, session: str, question: str) -> None:

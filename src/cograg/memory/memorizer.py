@@ -26,7 +26,9 @@ _QUESTION_WORDS = frozenset("When What Who Whom Whose Which Where Why How Is Are
                             "Have Had Will Would Should May Might The A An It Its In On At Of And Or But If Then Yes No "
                             "Please Tell Give Show List Compare".split())
 # runs of capitalised words ("Linden Bridge", "Tobias Marrick", "Great Ice Flood"), "of" allowed inside
-_NAME_EN = re.compile(r"\b(?:[Tt]he\s+)?[A-Z][\w'-]*(?:\s+(?:of\s+|de\s+|van\s+)?[A-Z][\w'-]*)*")
+# with the article and one lowercase modifier before them ("the stone Linden Bridge")
+_NAME_EN = re.compile(r"\b(?:[Tt]he\s+(?:[a-z]{3,}\s+(?=[A-Z]))?)?[A-Z][\w'-]*(?:\s+(?:of\s+|de\s+|van\s+)?[A-Z][\w'-]*)*")
+MIN_FACT_WORDS = 3  # "Tobias Marrick." answers a question but does not stand alone as a fact
 
 
 def entities_in(text: str) -> list[str]:
@@ -95,7 +97,7 @@ def supported_facts(resp: AnswerResponse, *, session_id: str, turn_id: str,
         if not cited:
             continue
         statement = strip_markers(claim.sentence).strip()
-        if len(statement) < 4:
+        if len(statement) < 4 or (not is_chinese(statement) and len(statement.split()) < MIN_FACT_WORDS):
             continue
         c = cited[0]
         fid = fact_id_for(session_id, statement, c.doc_id, c.chunk_id)

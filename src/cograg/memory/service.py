@@ -39,6 +39,7 @@ class Compaction(BaseModel):
     kept_raw: int = 0
     rolling_tokens: int = 0
     reason: str = ""
+    summary: dict[str, Any] = Field(default_factory=lambda: {"method": "rules"})
 
 
 class SessionTurn:
@@ -245,15 +246,15 @@ class SessionMemory:
 
     # ------------------------------------------------------------------ compaction (E4)
     def maybe_compact(self, session_id: str) -> Compaction | None:
-        turns = self.store.turns(session_id, include_folded=False)
-        if sum(t.tokens for t in turns) <= self.config.compact_above_tokens:
+        if self.store.unfolded_tokens(session_id) <= self.config.compact_above_tokens:
             return None
         return self.compact(session_id, reason="token threshold")
 
-    def compact(self, session_id: str, *, reason: str = "requested") -> Compaction:
+    def compact(self, session_id: str, *, reason: str = "requested", llm: Any = None) -> Compaction:
         """Keep the last `keep_raw_turns` turns raw and fold the older ones into the rolling
         summary: their short summaries (the question and its first verified sentence), oldest
-        trimmed first so the summary stays within a third of the compaction threshold."""
+        trimmed first so the summary stays within a third of the compaction threshold. With `llm`,
+        the model then condenses the summary, keeping only what the lines state (`compaction.py`)."""
         session = self.session(session_id)
         turns = self.store.turns(session_id, include_folded=False)
         keep = self.config.keep_raw_turns
@@ -264,9 +265,16 @@ class SessionMemory:
         lines = [ln for ln in session.summary.rolling.split("\n") if ln.strip()]
         lines += [t.summary_short for t in fold if t.summary_short]
         limit = max(50, self.config.compact_above_tokens // 3)
-        while len(lines) > 1 and _count_tokens("\n".join(lines)) > limit:
+        sizes = [_count_tokens(ln) + 1 for ln in lines]
+        total = sum(sizes)
+        while len(lines) > 1 and total > limit:  # rule-based trimming: the oldest lines go first
             lines.pop(0)
+            total -= sizes.pop(0)
         rolling = "\n".join(lines)
+        if llm is not None and lines:
+            from cograg.memory.compaction import condense
+
+            rolling, result.summary = condense(lines, llm, count_tokens=_count_tokens)
         summary = session.summary.model_copy(update={"rolling": rolling,
                                                      "folded_turns": session.summary.folded_turns + len(fold)})
         result.folded = self.store.fold_turns(session_id, fold[-1].seq, summary)

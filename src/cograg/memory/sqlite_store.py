@@ -59,6 +59,7 @@ MIGRATIONS: list[str] = [
         data TEXT NOT NULL,
         PRIMARY KEY (session_id, seq)
     );
+    CREATE INDEX turns_unfolded ON turns(session_id, folded, seq);
     CREATE TABLE answer_cache (
         key TEXT PRIMARY KEY,
         session_id TEXT,
@@ -216,7 +217,8 @@ class SQLiteMemoryStore:
                     "VALUES(?, ?, ?, ?, ?, ?)", (fact.session_id, fact.fact_id, fact.created_at, fact.source_doc_id,
                                                  int(fact.valid), fact.model_dump_json()))
                 (result.facts_written if cur.rowcount else result.facts_duplicate).append(fact.fact_id)
-            over = int(conn.execute("SELECT COUNT(*) FROM facts WHERE session_id=?", (turn.session_id,)).fetchone()[0])
+            over = int(conn.execute("SELECT COUNT(*) FROM facts WHERE session_id=?",
+                                    (turn.session_id,)).fetchone()[0]) if result.facts_written else 0
             if over > max_facts:  # the memory cap: the oldest facts go first
                 dropped = [r[0] for r in conn.execute(
                     "SELECT fact_id FROM facts WHERE session_id=? ORDER BY created_at, rowid LIMIT ?",
@@ -227,11 +229,13 @@ class SQLiteMemoryStore:
             stored = turn.model_copy(update={"seq": seq, "facts_written": result.facts_written})
             conn.execute("INSERT INTO turns(session_id, seq, turn_id, folded, data) VALUES(?, ?, ?, 0, ?)",
                          (turn.session_id, seq, turn.turn_id, stored.model_dump_json()))
-            summary = self._session(rows[0], []).summary
-            if summary_update is not None:
-                summary = summary_update(summary)
-            conn.execute("UPDATE sessions SET updated_at=?, turn_count=turn_count + 1, summary=? WHERE session_id=?",
-                         (now(), summary.model_dump_json(), turn.session_id))
+            if summary_update is None:
+                conn.execute("UPDATE sessions SET updated_at=?, turn_count=turn_count + 1 WHERE session_id=?",
+                             (now(), turn.session_id))
+            else:  # read, merge and write inside the transaction: a concurrent turn's update is kept
+                summary = summary_update(self._session(rows[0], []).summary)
+                conn.execute("UPDATE sessions SET updated_at=?, turn_count=turn_count + 1, summary=? "
+                             "WHERE session_id=?", (now(), summary.model_dump_json(), turn.session_id))
         return result
 
     # ------------------------------------------------------------------ ledger and turns
@@ -277,6 +281,11 @@ class SQLiteMemoryStore:
                                  (json.dumps(data, ensure_ascii=False), r["session_id"], r["fact_id"]))
                     changed.append(r["fact_id"])
         return changed
+
+    def unfolded_tokens(self, session_id: str) -> int:
+        rows = self._rows("SELECT COALESCE(SUM(json_extract(data, '$.tokens')), 0) FROM turns "
+                          "WHERE session_id=? AND folded=0", (session_id,))
+        return int(rows[0][0] or 0)
 
     def fold_turns(self, session_id: str, upto_seq: int, summary: SessionSummary) -> int:
         with self._tx() as conn:

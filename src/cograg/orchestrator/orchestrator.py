@@ -29,6 +29,9 @@ from cograg.text import is_chinese
 from cograg.trace import RecordingLLM, Trace, TraceEvent
 
 
+FACTS_COVER = "rule:retrieval_need.facts_cover"  # the router's signal that recalled facts cover the question
+
+
 class Orchestrator:
     """Composes the stages for one turn. Stateless between turns; safe to share across threads
     as long as the injected callables are."""
@@ -188,7 +191,7 @@ class Orchestrator:
         if mode == "R0_DIRECT_WRITE":
             if turn.session is not None and turn.session.correction:
                 return self._correction_noted(turn)
-            if turn.session is not None and turn.session.document_facts():
+            if turn.session is not None and turn.session.document_facts() and FACTS_COVER in decision.reasons:
                 from cograg.orchestrator.from_facts import answer_from_facts
 
                 return answer_from_facts(turn, answerer, turn.session)
@@ -279,9 +282,9 @@ class Orchestrator:
     @staticmethod
     def _memory_commit(turn: Turn, resp: AnswerResponse) -> None:
         session = turn.session
-        if not turn.cache_hit:
-            session.remember_answer(turn.options.force_mode or "auto", resp)
         try:
+            if not turn.cache_hit:
+                session.remember_answer(turn.options.force_mode or "auto", resp)
             committed = session.commit(resp, turn.trace.trace_id)
         except Exception as exc:  # memory must never cost the user the answer
             turn.event("MEMORY_ERROR", error=f"{type(exc).__name__}: {exc}"[:300])
