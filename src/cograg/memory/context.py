@@ -12,6 +12,7 @@ import hashlib
 import json
 import re
 from collections.abc import Callable, Sequence
+from functools import lru_cache
 
 from pydantic import BaseModel, Field
 
@@ -79,21 +80,27 @@ def normalise_query(question: str) -> str:
     return f"{kind}|{' '.join(terms)}"
 
 
+@lru_cache(maxsize=50_000)
+def _terms(text: str) -> frozenset[str]:
+    """Analysed terms of a fact statement; a statement never changes, so each is analysed once."""
+    from cograg.index.analyzer import analyze
+
+    return frozenset(analyze(text))
+
+
 def relevant_facts(question: str, facts: list[Fact], limit: int) -> list[Fact]:
     """The facts sharing the most content terms with the question (at least one), ordered as
     established (stable prompt order)."""
-    from cograg.index.analyzer import analyze
-
     if limit <= 0:
         return []
-    terms = set(analyze(question))
+    terms = _terms(question)
     if not terms:
         return []
     scored = []
     for f in facts:
         if not f.valid:
             continue
-        overlap = len(terms & set(analyze(f.statement)))
+        overlap = len(terms & _terms(f.statement))
         if overlap:
             scored.append((overlap, f.created_at, f.fact_id, f))
     scored.sort(key=lambda s: (-s[0], -s[1], s[2]))

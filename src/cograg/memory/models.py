@@ -109,7 +109,7 @@ class TurnRecord(BaseModel):
 
 class WorkingBench(BaseModel):
     """This turn's transient state (E1): what was loaded, how the question was read, which facts
-    were recalled and which context blocks were built. Kept with the turn for audit."""
+    were recalled and which context blocks were built; recorded in the turn's trace (`outcome.memory`)."""
 
     question: str
     resolved_question: str
