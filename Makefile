@@ -8,7 +8,7 @@ DEMO_STORE ?= .cograg-demo
 DEMO_QUESTION ?= Who designed the stone Linden Bridge, and how many arches does it have?
 PYTEST_ARGS ?=
 
-.PHONY: setup demo test test-fast bench clean
+.PHONY: setup browser demo test test-fast serve bench clean
 
 setup: $(STAMP)
 
@@ -28,11 +28,20 @@ demo: setup
 	$(BIN)/cograg search "银雾茶树品种是哪一年育成的？" -k 3 --store $(DEMO_STORE)
 	$(BIN)/cograg ask "$(DEMO_QUESTION)" --store $(DEMO_STORE)
 
-test: setup
+# Chromium for the browser test (as root: apt-get; otherwise that test skips, and fails under CI=true)
+browser:
+	@bash scripts/install_chromium.sh
+
+test: setup browser
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-test-fast: setup
+test-fast: setup browser
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+
+# the HTTP API and web page over the demo store (make demo ingests it): http://127.0.0.1:8000
+serve: setup
+	$(BIN)/cograg ingest examples/corpus --store $(DEMO_STORE)
+	$(BIN)/cograg serve --store $(DEMO_STORE)
 
 bench: setup
 	$(BIN)/python benchmarks/ingest.py

@@ -99,16 +99,17 @@ def test_verified_answer_has_contract_fields_and_exact_quotes(eng: Engine):
     assert set(dumped["citations"][0]) >= {"id", "doc_id", "chunk_id", "quote", "source", "score"}
 
 
-def test_hallucinated_ids_and_unmatched_quotes_are_removed_and_counted(eng: Engine):
+def test_hallucinated_ids_and_near_quotes_are_removed_or_repaired_and_counted(eng: Engine):
+    # a quote that matches nothing in its chunk drops its citation: tests/test_citation_contract.py
     def reply(messages):
         n = block_number(messages, "seven arches")
         return json.dumps({"answer": f"The bridge has seven arches [{n}]. It was painted gold by aliens [9].",
-                           "citations": [{"id": n, "quote": "The bridge is made of cheese."}, {"id": 9, "quote": "x"}]})
+                           "citations": [{"id": n, "quote": "it has sevn arches"}, {"id": 9, "quote": "x"}]})
     r = ask(eng, ScriptedLLM([reply]), "How many arches does the bridge have?")
-    assert r.removed.hallucinated_ids == ["9"] and r.removed.unmatched_quotes == 1
+    assert r.removed.hallucinated_ids == ["9"] and r.removed.repaired_quotes == 1
     assert "aliens" not in r.answer and "[9]" not in r.answer
     (c,) = r.citations
-    assert "cheese" not in c.quote and c.quote in eng.store.get_chunk(c.chunk_id).text
+    assert c.quote == "It has seven arches" and c.quote in eng.store.get_chunk(c.chunk_id).text
 
 
 def test_no_citation_regenerates_once_then_answers(eng: Engine):
@@ -338,11 +339,12 @@ def test_injection_attack_success_is_zero_with_an_obedient_model(tmp_path: Path,
 
 
 def test_answer_without_markers_gets_system_assigned_citations_then_verified(eng: Engine):
-    reply = json.dumps({"answer": "The Linden Bridge has seven arches. The moon is made of cheese.",
+    # only where the block holds the sentence verbatim (the verifier's deterministic test)
+    reply = json.dumps({"answer": "It has seven arches. The moon is made of cheese.",
                         "citations": [{"id": 1, "quote": ""}], "fallback": False})
     r = ask(eng, ScriptedLLM([reply]), "How many arches does the Linden Bridge have?")
-    assert not r.fallback and r.removed.markers_inserted >= 1
-    assert r.answer == "The Linden Bridge has seven arches [1]."  # the unsupported sentence is gone
+    assert not r.fallback and r.removed.markers_inserted == 1
+    assert r.answer == "It has seven arches [1]."  # the unsupported sentence is gone
     assert r.citations[0].source.endswith("bridge.md")
 
 

@@ -419,3 +419,12 @@ def test_an_unsupported_sentence_is_never_streamed(eng: Engine):
     streamed = [e.data["sentence"] for e in seen if e.name == "SENTENCE_VERIFIED"]
     assert streamed and all("purple" not in s for s in streamed)
     assert all("purple" not in s for s in resp.answer.split("."))
+
+
+def test_forced_r0_never_answers_a_factual_question_with_the_canned_reply(eng: Engine) -> None:
+    resp = ask(eng, Brain(), "When did the Linden Bridge open?", mode="R0")
+    assert resp.mode == "R1_ONE_SHOT_RETRIEVE" and resp.route == "DOC_GROUNDED"
+    assert not resp.fallback and "1811" in resp.answer and resp.citations
+    assert any("refused: the question needs facts" in r for r in resp.explain["reasons"])
+    hello = ask(eng, Brain(), "Hello!", mode="R0")
+    assert hello.mode == "R0_DIRECT_WRITE" and hello.route == "FAST_PATH"

@@ -910,3 +910,39 @@ def test_every_constrained_output_schema_makes_a_small_grammar():
     for schema in schemas:
         grammar = json_schema_to_gbnf(_json.dumps(schema.model_json_schema(), sort_keys=True))
         assert len(grammar) < 4000, (schema.__name__, len(grammar))
+
+
+@slow
+def test_prefix_state_survives_a_new_process_and_changes_nothing(fast_model_path, tmp_path):
+    """A second model instance (as in a new process) restores the system message's KV state from
+    disk instead of evaluating it, and answers exactly as an instance without the file does."""
+    from cograg.models.llm.prefix_state import SUFFIX
+
+    system = ChatMessage(role="system", content="You are a careful assistant. Answer in one short sentence. " * 8)
+    messages = [system, ChatMessage(role="user", content="What is the capital of France?")]
+    states = tmp_path / "states"
+
+    first = LlamaCppLLM(fast_model_path, n_ctx=2048, prefix_state_dir=states)
+    saved = first.chat(messages, max_tokens=16)
+    first.close()
+    assert first.prefix_states.saved == 1 and len(list(states.glob(f"*{SUFFIX}"))) == 1
+
+    second = LlamaCppLLM(fast_model_path, n_ctx=2048, prefix_state_dir=states)
+    restored = second.chat(messages, max_tokens=16)
+    assert second.prefix_states.restored == 1
+    assert restored.cached_tokens >= 80  # the system message was not evaluated again
+    second.close()
+
+    plain = LlamaCppLLM(fast_model_path, n_ctx=2048)
+    reference = plain.chat(messages, max_tokens=16)
+    plain.close()
+    assert restored.text == reference.text == saved.text
+    assert "Paris" in reference.text
+
+    # A damaged file is deleted and the prefix evaluated as usual, with the same answer.
+    path = next(states.glob(f"*{SUFFIX}"))
+    path.write_bytes(path.read_bytes()[:1000])
+    third = LlamaCppLLM(fast_model_path, n_ctx=2048, prefix_state_dir=states)
+    assert third.chat(messages, max_tokens=16).text == reference.text
+    assert third.prefix_states.restored == 0 and third.prefix_states.saved == 1
+    third.close()

@@ -16,6 +16,7 @@ from cograg.control.router import (
     Router,
     RoutingRules,
     blend,
+    is_conversational,
     load_rules,
     preflight,
     rule_analysis,
@@ -184,11 +185,15 @@ def test_r0_refused_when_risk_is_not_low() -> None:
     assert any("R0 refused: risk" in r for r in d.reasons)
 
 
-def test_facts_answering_the_question_allow_r0() -> None:
+def test_facts_answering_the_question_allow_r0_and_nothing_else_does() -> None:
+    # R0 answers from remembered facts (conversation memory) when the given facts cover the
+    # question; a question they do not cover goes to the documents
     facts = ["The stone Linden Bridge has seven arches."]
     d = Router(load_rules()).route("How many arches does the Linden Bridge have?", facts=facts)
-    assert (d.route, d.mode) == ("FAST_PATH", "R0_DIRECT_WRITE")
     assert "rule:retrieval_need.facts_cover" in d.reasons
+    assert (d.route, d.mode) == ("FAST_PATH", "R0_DIRECT_WRITE")
+    d = Router(load_rules()).route("How many arches does the Linden Bridge have?")
+    assert (d.route, d.mode) == ("DOC_GROUNDED", "R1_ONE_SHOT_RETRIEVE")
     # unrelated facts do not; asking for the source needs a document citation
     assert Router(load_rules()).route("How many arches does the Linden Bridge have?",
                                       facts=["The tram opened in 1903."]).route == "DOC_GROUNDED"
@@ -373,3 +378,22 @@ def test_rules_only_macro_f1_on_labelled_set() -> None:
         f1s.append(2 * tp / (2 * tp + fp + fn) if tp else 0.0)
     macro = sum(f1s) / len(f1s)
     assert macro >= RULES_MACRO_F1_FLOOR, f"rules-only routing macro-F1 {macro:.3f} < {RULES_MACRO_F1_FLOOR}"
+
+
+@pytest.mark.parametrize("question", ["Explain how the Linden Bridge was restored.",
+                                      "Explain why the tram stops on Christmas Day.",
+                                      "What explains the bridge's seven arches?"])
+def test_explain_how_and_what_explains_are_cause_questions(question: str) -> None:
+    assert "complexity.cause" in rule_analysis(question).fired
+
+
+@pytest.mark.parametrize("question", ["Hello!", "Thanks a lot!", "谢谢你的帮助！", "What can you do?"])
+def test_greetings_thanks_and_meta_stay_conversational(question: str) -> None:
+    assert is_conversational(question)
+    assert Router(load_rules()).route(question).mode == "R0_DIRECT_WRITE"
+
+
+@pytest.mark.parametrize("question", ["How many arches does the Linden Bridge have?", "银雾是哪一年育成的？",
+                                      "Tell me about the Linden Bridge."])
+def test_questions_that_need_facts_are_not_conversational(question: str) -> None:
+    assert not is_conversational(question)

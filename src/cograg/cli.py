@@ -245,7 +245,8 @@ def ask(
         page = f", p. {c.page}" if c.page else ""
         old = "".join(f" ({a})" for a in c.annotations)
         out.print(f"[bold][{c.id}][/] {where}{page}{old} — [dim]{c.source}[/]", highlight=False)
-        out.print(f"    “{c.quote}”", highlight=False)
+        if c.quote:  # none where the policy hides the source's text
+            out.print(f"    “{c.quote}”", highlight=False)
     if resp.clarification and resp.clarification != resp.answer:
         out.print(f"\n[yellow]{resp.clarification}[/]", highlight=False)
     out.print(f"\n[dim]route {resp.route} · mode {resp.mode} · grounded {resp.grounded} · "
@@ -356,6 +357,7 @@ def trace_cmd(trace_id: Annotated[str | None, typer.Argument(help="trace id (or 
 
 
 from cograg import cli_memory  # noqa: E402,F401  (registers its commands)
+from cograg import cli_serve  # noqa: E402,F401  (registers its commands)
 
 
 def main() -> None:

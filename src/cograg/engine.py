@@ -5,6 +5,7 @@ Every CLI command is a thin layer over a method here.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +62,7 @@ class Engine:
         cfg = config or self.settings.answer
         if search is None:
             def search(question: str) -> SearchResult:
-                return self.search(question, k=cfg.retrieve_hits, mode="hybrid", principal=principal)
+                return self.retrieve(question, k=cfg.retrieve_hits, mode="hybrid", principal=principal)
 
         parts = self.components
         verifier = Verifier(parts.judge.get(), embedder=parts.embedder.get(),
@@ -73,13 +74,15 @@ class Engine:
     def _save_trace(self, trace: Any, kind: str) -> None:
         self.store.save_trace(trace.trace_id, kind, trace.question, trace.model_dump(exclude={"trace_id", "question"}))
 
-    def orchestrator(self, *, principal: Principal | None = None, bus: Any = None) -> Any:
+    def orchestrator(self, *, principal: Principal | None = None, bus: Any = None,
+                     search_options: dict[str, Any] | None = None) -> Any:
         """The control-flow pipeline over this store (SPEC D): router, self-corrective loop,
-        planner + DAG executor, synthesizer, all answering through the verified-answer contract."""
+        planner + DAG executor, synthesizer, all answering through the verified-answer contract.
+        `search_options` go into every search of the turn (`doc_ids`, `min_vector_cosine`)."""
         from cograg.orchestrator.orchestrator import Orchestrator
 
         def search(question: str, k: int = 6) -> SearchResult:
-            return self.search(question, k=k, mode="hybrid", principal=principal)
+            return self.retrieve(question, k=k, mode="hybrid", principal=principal, **(search_options or {}))
 
         def chunk_text(chunk_id: str) -> str:
             chunk = self.store.get_chunk(chunk_id)
@@ -94,15 +97,18 @@ class Engine:
 
     def ask(self, question: str, *, principal: Principal | None = None, config: AnswerConfig | None = None,
             mode: str | None = None, options: Any = None, bus: Any = None, cancel: Any = None,
+            doc_ids: list[str] | None = None, search_options: dict[str, Any] | None = None,
             session: str | None = None) -> Any:
         """A verified, cited answer (the contract object of SPEC C1), its trace stored.
 
         The router picks the cheapest mode that can answer (D1) unless `mode` forces one
         (`R1_ONE_SHOT_RETRIEVE`, `R2_MULTI_RETRIEVE`, `R3_DAG_PLAN`, …); `config` replaces
         `settings.answer` for this turn, `options` is a full TurnOptions (default: from the
-        settings), `bus` an EventBus to stream the turn's events. `session` names a conversation
-        (SPEC E, created on first use): follow-ups are resolved against it, its verified facts
-        answer (R0) or inform the turn, and the turn's verified facts are written back."""
+        settings), `bus` an EventBus to stream the turn's events. `doc_ids` limits every search
+        of the turn to those documents (seed 004's docId scope); `search_options` are further
+        SearchRequest fields for every search (e.g. `min_vector_cosine`). `session` names a
+        conversation (SPEC E, created on first use): follow-ups are resolved against it, its
+        verified facts answer (R0) or inform the turn, and the turn's verified facts are written back."""
         from cograg.orchestrator.orchestrator import TurnOptions
 
         opts = options or TurnOptions.from_settings(self.settings)
@@ -110,13 +116,17 @@ class Engine:
             opts = opts.model_copy(update={"answer": config})
         if mode is not None:
             opts = opts.model_copy(update={"force_mode": _mode_name(mode)})
+        scope = dict(search_options or {})
+        if doc_ids is not None:
+            scope["doc_ids"] = list(doc_ids)
         turn = None
         if session is not None:
             turn = self.memory().begin_turn(
                 session, question, user=principal.user if principal else None,
-                source_hit=self._source_hit(principal), cache_scope=self._cache_scope(principal, opts))
-        return self.orchestrator(principal=principal, bus=bus).ask(question, options=opts, cancel=cancel,
-                                                                   session=turn)
+                source_hit=self._source_hit(principal, scope.get("doc_ids")),
+                cache_scope=self._cache_scope(principal, opts, scope))
+        return self.orchestrator(principal=principal, bus=bus, search_options=scope).ask(
+            question, options=opts, cancel=cancel, session=turn)
 
     # ------------------------------------------------------------------ conversation memory (SPEC E)
     def memory(self) -> Any:
@@ -142,35 +152,43 @@ class Engine:
         mem = self.components.memory
         return mem is not None and (mem.built or (Path(self.store.directory) / DB_NAME).exists())
 
-    def _source_hit(self, principal: Principal | None) -> Any:
-        """chunk id → the chunk as a search hit, if it still exists and `principal` may read it."""
+    def _source_hit(self, principal: Principal | None, doc_ids: list[str] | None = None) -> Any:
+        """chunk id → the chunk as a search hit, if it still exists and a search of this turn
+        could have returned it: `principal` may read it (B3), the corpus policy admits it (its
+        snippet visibility carried over), and it lies in the turn's `doc_ids` scope."""
         from cograg.retrieval.models import SearchHit
+
+        policy = self.components.policy.get()
 
         def hit(chunk_id: str) -> SearchHit | None:
             chunk = self.store.get_chunk(chunk_id) if chunk_id else None
             doc = self.store.get_document(chunk.doc_id) if chunk is not None else None
-            if chunk is None or doc is None:
+            if chunk is None or doc is None or not policy.admits(doc.source_path, doc.tags):
                 return None
-            if principal is not None:  # the same ACL rule as a search (B3)
+            if doc_ids is not None and doc.doc_id not in doc_ids:
+                return None
+            if principal is not None:
                 allowed = self.store.allowed_doc_ids(principal.acl_keys())
                 if allowed is not None and doc.doc_id not in allowed:
                     return None
             return SearchHit(chunk_id=chunk.chunk_id, doc_id=doc.doc_id, seq=chunk.seq, text=chunk.text,
                              start=chunk.start, end=chunk.end, token_count=chunk.token_count, title=doc.title,
-                             source=doc.source_path, heading_path=chunk.heading_path, page=chunk.page, score=1.0)
+                             source=doc.source_path, heading_path=chunk.heading_path, page=chunk.page, score=1.0,
+                             snippet_visible=policy.snippet_visible)
         return hit
 
-    def _cache_scope(self, principal: Principal | None, opts: Any) -> dict[str, str]:
+    def _cache_scope(self, principal: Principal | None, opts: Any, scope: dict[str, Any]) -> dict[str, str]:
         """What a cached answer depends on besides the question, the mode and the facts: the
-        model, the documents (their generation), who may read them, and the policy (routing
-        rules, corpus policy, answer and verification settings)."""
+        model, the documents (their generation), who may read them, the turn's search scope, and
+        the policy (routing rules, corpus policy, answer and verification settings)."""
         import hashlib
 
         policy = "|".join([self.components.rules.get().version, self.components.policy.get().policy_version(),
                            opts.answer.model_dump_json(), self.settings.verification.model_dump_json()])
         return {"model": self.settings.models.llm, "policy": hashlib.sha256(policy.encode()).hexdigest()[:16],
                 "documents": self.store.generation(),
-                "acl": ",".join(principal.acl_keys()) if principal else "*"}
+                "acl": ",".join(principal.acl_keys()) if principal else "*",
+                "scope": json.dumps(scope, sort_keys=True, default=str)}
 
     def trace(self, trace_id: str) -> dict[str, Any]:
         found = self.store.get_trace(trace_id)
@@ -193,7 +211,15 @@ class Engine:
 
     def search(self, query: str, *, k: int = 10, mode: str = "hybrid", principal: Principal | None = None,
                variants: list[str] | None = None, rerank: bool = True, **options: Any) -> SearchResult:
-        """Hybrid (or bm25/vector) search with policy, ACL and optional reranking (SPEC B)."""
+        """Hybrid (or bm25/vector) search with policy, ACL and optional reranking (SPEC B), as a
+        user may see it: the text of hits the policy hides (`snippet_visible: false`) is removed."""
+        return self.retrieve(query, k=k, mode=mode, principal=principal, variants=variants, rerank=rerank,
+                             **options).for_user()
+
+    def retrieve(self, query: str, *, k: int = 10, mode: str = "hybrid", principal: Principal | None = None,
+                 variants: list[str] | None = None, rerank: bool = True, **options: Any) -> SearchResult:
+        """`search` with every hit's text, for the stages that read it (answers never show the
+        text of a hidden hit either: their citations keep ids and sources only)."""
         cfg = self.settings.retrieval
         try:
             req = SearchRequest(

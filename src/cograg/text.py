@@ -28,6 +28,34 @@ def normalise_for_match(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+def numbers_in(text: str) -> set[str]:
+    """The numbers `text` states, thousands separators dropped ("4,200" → "4200")."""
+    return {n.replace(",", "") for n in _NUMBER.findall(normalise_for_match(text))}
+
+
+_NON_WORD = re.compile(r"[\W_]+")
+# A claim this long (normalised characters) that occurs verbatim in its cited text needs no judge:
+# shorter spans ("1844", a bare name) only mean something as an answer, which the judge decides.
+VERBATIM_MIN_CHARS = 16
+
+
+def _core(text: str) -> str:
+    """Letters and digits only, case-folded: what "verbatim" compares."""
+    return _NON_WORD.sub("", normalise_for_match(text))
+
+
+def is_verbatim(claim: str, evidence: str, min_chars: int = VERBATIM_MIN_CHARS) -> bool:
+    """The claim, ignoring case, spacing and punctuation, is a contiguous span of the evidence and
+    at least `min_chars` long. Such a claim is SUPPORTED by construction (after the numbers and
+    negation checks, which run first) — the verifier's deterministic test (C3), which the contract
+    also uses to attach an unmarked sentence to a block (C2)."""
+    c = _core(claim)
+    return len(c) >= min_chars and c in _core(evidence)
+
+
 # --------------------------------------------------------------------------- sentences
 
 _CLOSERS = "”’」』）)\"'"
@@ -121,8 +149,10 @@ __all__ = [
     "CJK_RANGE",
     "char_ngrams",
     "is_chinese",
+    "is_verbatim",
     "ngram_overlap",
     "normalise_for_match",
+    "numbers_in",
     "sentence_spans",
     "split_sentences",
 ]

@@ -75,6 +75,12 @@ def recording_verifier(verifier: Verifier, trace: Trace) -> Verifier:
     return clone
 
 
+def withhold_quotes(citations: list[Citation], hidden: set[str]) -> list[Citation]:
+    """`citations` as a user may see them: a citation of a chunk whose text the policy hides
+    (`snippet_visible: false`) keeps its id, document and source, and loses its quote."""
+    return [c.model_copy(update={"quote": ""}) if c.chunk_id in hidden and c.quote else c for c in citations]
+
+
 def record_outcome(trace: Trace, resp: AnswerResponse) -> None:
     """Write the delivered answer into its trace (F5)."""
     trace.route = resp.route
@@ -122,9 +128,14 @@ class Answerer:
         # evidence shown in a refusal passes the same injection check as an answer sentence
         evidence = [c for c in evidence or [] if c.quote and not scan(c.quote)]
         if evidence:
-            best = evidence[0]
-            text = message("refusal.closest_evidence", "zh" if zh else "en", quote=best.quote)
-            evidence = [best.model_copy(update={"id": "1"})]
+            best = evidence[0].model_copy(update={"id": "1"})
+            if result is not None and best.chunk_id in result.hidden_chunk_ids():
+                # the policy hides this source's text: the refusal names the source, never quotes it
+                text = message("refusal.closest_source", "zh" if zh else "en")
+                best = best.model_copy(update={"quote": ""})
+            else:
+                text = message("refusal.closest_evidence", "zh" if zh else "en", quote=best.quote)
+            evidence = [best]
         else:
             text = message("refusal.no_evidence", "zh" if zh else "en")
         trace.outcome = {"fallback": True, "reason": reason}
@@ -173,7 +184,11 @@ class Answerer:
             trace = Trace(question=q, route="DOC_GROUNDED")
             trace.event("USER_INPUT_RECEIVED")
         self.record_prompt_versions(trace)
-        finish = (lambda tr, resp: self._finish(tr, resp, save=owns_trace))  # noqa: E731
+        hidden: set[str] = set()  # chunks whose text the policy keeps from the user
+
+        def finish(tr: Trace, resp: AnswerResponse) -> AnswerResponse:
+            resp.citations = withhold_quotes(resp.citations, hidden)
+            return self._finish(tr, resp, save=owns_trace)
 
         clarify = needs_clarification(q, has_context)
         if clarify:
@@ -185,6 +200,7 @@ class Answerer:
         preset = result is not None
         if result is None:
             result = self.search(q)
+        hidden.update(result.hidden_chunk_ids())
         trace.retrieved += [{"chunk_id": h.chunk_id, "doc_id": h.doc_id, "score": round(h.score, 5),
                              "retrievers": {k: v.model_dump() for k, v in h.retrievers.items()}} for h in result.hits
                             if not any(r["chunk_id"] == h.chunk_id for r in trace.retrieved)]
@@ -229,8 +245,12 @@ class Answerer:
                                                          evidence=self._best_evidence(clean_blocks, q)))
             validated = validate_draft(draft, clean_blocks)  # type: ignore[arg-type]
             for field in ("unmatched_quotes", "repaired_quotes", "markers_without_citation", "citations_without_marker",
-                          "markers_inserted"):
+                          "markers_inserted", "dropped_citations"):
                 setattr(removed, field, getattr(removed, field) + getattr(validated.issues, field))
+            for repair in validated.quote_repairs:  # what was quoted and what stands in its place (C2)
+                shown = repair.model_dump() if repair.chunk_id not in hidden else \
+                    repair.model_dump(exclude={"quote", "repaired"})
+                trace.event("QUOTE_REPAIRED", attempt=attempt + 1, **shown)
             removed.hallucinated_ids += validated.issues.hallucinated_ids
             trace.event("DRAFT_READY", attempt=attempt + 1, citations=len(validated.citations),
                         fallback=validated.fallback, hallucinated=validated.issues.hallucinated_ids)
@@ -260,7 +280,8 @@ class Answerer:
             obeyed[index] = obeyed_injection(claim.sentence, flagged, allowed)
             if not obeyed[index]:
                 trace.event("SENTENCE_VERIFIED", index=index, sentence=claim.sentence,
-                            citations=[c.model_dump() for c in validated.citations if c.id in claim.citation_ids])
+                            citations=[c.model_dump() for c in withhold_quotes(validated.citations, hidden)
+                                       if c.id in claim.citation_ids])
 
         # the judge's own model calls go into this trace too (it may be a different model)
         verification = recording_verifier(self.verifier, trace).verify(
@@ -319,7 +340,7 @@ class Answerer:
         if not blocks:
             return []
         b = blocks[0]
-        idx, quote, _ = locate_quote("", question, b)
+        idx, quote, _, _ = locate_quote("", question, b)
         return [Citation(id="1", doc_id=b.doc_id, chunk_id=b.chunk_ids[idx], quote=quote, source=b.source,
                          score=1.0, title=b.title, page=b.page, heading_path=b.heading_path, annotations=b.annotations)]
 

@@ -2,8 +2,10 @@
 
 The model proposes `{answer, citations:[{id, quote}], fallback}`; this module decides what of it
 survives: ids must name a context block retrieved this turn, markers and citations must match
-one-to-one, and every delivered quote is an exact substring of the cited chunk (a quote the model
-got wrong is replaced by the chunk sentence closest to the claim, never kept).
+one-to-one, and every delivered quote is an exact substring of the cited chunk. A quote the model
+got slightly wrong is repaired to the chunk's own text it matches (at least
+QUOTE_REPAIR_MIN_SIMILARITY alike, recorded and counted); a quote that matches nothing in its chunk
+makes the citation invalid, and it is dropped with its markers.
 """
 
 from __future__ import annotations
@@ -13,13 +15,18 @@ import re
 from pydantic import BaseModel, Field, field_validator
 from rapidfuzz import fuzz
 
+import unicodedata
+
 from cograg.retrieval.packing import ContextBlock
-from cograg.text import ngram_overlap, normalise_for_match, sentence_spans, split_sentences
+from cograg.text import is_verbatim, ngram_overlap, normalise_for_match, numbers_in, sentence_spans, split_sentences
 
 # "[1]", "[1, 2]", "[1][2]" and the seed-000 forms "[cite: doc, DOC_ID, CHUNK_ID]", "[cite: fact, ID, null]",
 # "[cite: task, ID]".
 MARKER_RE = re.compile(r"\[(\d+(?:\s*[,，]\s*\d+)*)\]|\[cite:\s*(doc|fact|task)\s*,\s*([^,\]\s]+)\s*(?:,\s*([^\]\s]+)\s*)?\]")
 QUOTE_FUZZ_TOLERANCE = 0.10  # a quote may differ from the chunk text by at most 10 % of its characters
+# a quote that is not in its chunk is repaired only to chunk text at least this alike (Indel
+# similarity after normalisation: case, width, spacing and markdown emphasis do not count)
+QUOTE_REPAIR_MIN_SIMILARITY = 1 - QUOTE_FUZZ_TOLERANCE
 
 
 class DraftCitation(BaseModel):
@@ -78,7 +85,20 @@ class ContractIssues(BaseModel):
     repaired_quotes: int = 0
     markers_without_citation: int = 0
     citations_without_marker: int = 0
-    markers_inserted: int = Field(0, description="sentences the system attached to a block because the model gave no markers")
+    markers_inserted: int = Field(0, description="sentences the system attached to a block because the model gave no "
+                                                 "markers (only where the block holds the sentence verbatim)")
+    dropped_citations: int = Field(0, description="citations dropped with their markers: the quote matched no text "
+                                                  "of the cited block")
+
+
+class QuoteRepair(BaseModel):
+    """A model's quote that was not in its chunk, and the chunk's own text put in its place."""
+
+    citation: str = Field(description="the block number the model cited")
+    chunk_id: str
+    quote: str = Field(description="what the model quoted")
+    repaired: str = Field(description="the chunk's text that best matches it, verbatim")
+    similarity: float
 
 
 def find_quote(quote: str, text: str) -> tuple[int, int] | None:
@@ -126,24 +146,78 @@ def strip_markers(text: str) -> str:
     return re.sub(r"\s+([。.,，!?！？])", r"\1", MARKER_RE.sub("", text)).strip()
 
 
-def locate_quote(quote: str, claim: str, block: ContextBlock) -> tuple[int, str, str]:
-    """(chunk index, delivered quote, outcome) for a cited block. The delivered quote is always a
-    verbatim substring of that chunk's text. Outcome: "exact", "repaired" (the model's quote
-    matched only after normalisation or within the fuzz tolerance) or "unmatched"."""
+def _normalised_with_offsets(text: str) -> tuple[str, list[int]]:
+    """`normalise_for_match(text)` character by character, with the offset in `text` of every
+    character of the result: a match found in the normalised text maps back to the original."""
+    out: list[str] = []
+    where: list[int] = []
+    for i, ch in enumerate(text):
+        if ch.isspace():
+            if out and out[-1] != " ":
+                out.append(" ")
+                where.append(i)
+            continue
+        for n in unicodedata.normalize("NFKC", ch).casefold():
+            if n in "*_`#>":  # markdown emphasis never counts against a quote
+                continue
+            out.append(" " if n.isspace() else n)
+            where.append(i)
+    while out and out[-1] == " ":
+        out.pop()
+        where.pop()
+    return "".join(out), where
+
+
+def best_matching_span(quote: str, text: str) -> tuple[str, float] | None:
+    """The span of `text`, verbatim, that best matches `quote` (Indel similarity of the normalised
+    texts, 0–1), widened to whole words; None for a quote too short to place."""
+    q = normalise_for_match(quote)
+    t, where = _normalised_with_offsets(text)
+    if len(q) < 4 or not t:
+        return None
+    i = t.find(q)
+    if i != -1:
+        start, end, similarity = i, i + len(q), 1.0
+    elif len(q) >= len(t):
+        start, end, similarity = 0, len(t), fuzz.ratio(q, t) / 100
+    else:
+        found = fuzz.partial_ratio_alignment(q, t)
+        if found is None:
+            return None
+        start, end, similarity = found.dest_start, found.dest_end, found.score / 100
+    if end <= start:
+        return None
+    lo, hi = where[start], where[end - 1] + 1
+    while lo > 0 and text[lo - 1].isalnum() and text[lo].isalnum():
+        lo -= 1
+    while hi < len(text) and text[hi - 1].isalnum() and text[hi].isalnum():
+        hi += 1
+    return text[lo:hi].strip(), similarity
+
+
+def locate_quote(quote: str, claim: str, block: ContextBlock) -> tuple[int, str, str, float | None]:
+    """(chunk index, delivered quote, outcome, similarity) for a cited block. Outcome: "exact" (the
+    quote occurs in a chunk as given), "repaired" (it does not, and the chunk text that best
+    matches it is at least QUOTE_REPAIR_MIN_SIMILARITY alike: that text is delivered instead),
+    "unmatched" (nothing matches that well: the citation is invalid, the quote empty) or "missing"
+    (no quote given: the chunk sentence closest to the claim stands as the quote). A delivered
+    quote is always a verbatim substring of that chunk's text."""
     texts = block.chunk_texts or [block.text]
-    if quote:
+    if quote.strip():
         for i, t in enumerate(texts):
-            if quote in t:
-                # an exact quote that has nothing to do with its sentence is not evidence for it
-                if claim and ngram_overlap(claim, quote) < 0.5 * ngram_overlap(claim, best_sentence(claim, t)):
-                    return i, best_sentence(claim, t), "repaired"
-                return i, quote, "exact"
+            if quote.strip() in t:
+                return i, quote.strip(), "exact", 1.0
+        best: tuple[int, str, float] | None = None
         for i, t in enumerate(texts):
-            if find_quote(quote, t) is not None:
-                return i, best_sentence(quote, t), "repaired"
-    target = claim or quote
-    best = max(range(len(texts)), key=lambda i: ngram_overlap(target, best_sentence(target, texts[i])))
-    return best, best_sentence(target, texts[best]), "unmatched" if quote else "missing"
+            found = best_matching_span(quote, t)
+            if found is not None and (best is None or found[1] > best[2]):
+                best = (i, found[0], found[1])
+        if best is not None and best[2] >= QUOTE_REPAIR_MIN_SIMILARITY and best[1]:
+            return best[0], best[1], "repaired", round(best[2], 3)
+        return (best[0] if best else 0), "", "unmatched", (round(best[2], 3) if best else None)
+    target = claim
+    best_i = max(range(len(texts)), key=lambda i: ngram_overlap(target, best_sentence(target, texts[i])))
+    return best_i, best_sentence(target, texts[best_i]), "missing", None
 
 
 class ValidatedAnswer(BaseModel):
@@ -151,6 +225,7 @@ class ValidatedAnswer(BaseModel):
     citations: list[Citation]
     fallback: bool
     issues: ContractIssues
+    quote_repairs: list[QuoteRepair] = Field(default_factory=list)
 
 
 def resolve_doc_marker(ref: str, blocks: list[ContextBlock]) -> str | None:
@@ -192,8 +267,9 @@ def validate_draft(draft: DraftAnswer, blocks: list[ContextBlock]) -> ValidatedA
 
     answer = MARKER_RE.sub(_doc_marker, answer)
     # the model listed a valid citation but put no marker in the text: the system places them
-    if not markers_in(answer) and answer and not draft.fallback and any(str(c.id) in by_id for c in draft.citations):
-        answer, issues.markers_inserted = insert_markers(answer, blocks)
+    cited = [str(c.id) for c in draft.citations if str(c.id) in by_id]
+    if not markers_in(answer) and answer and not draft.fallback and cited:
+        answer, issues.markers_inserted = insert_markers(answer, blocks, prefer=cited)
     quotes: dict[str, str] = {}
     for c in draft.citations:
         key = str(c.id)
@@ -213,8 +289,26 @@ def validate_draft(draft: DraftAnswer, blocks: list[ContextBlock]) -> ValidatedA
                 issues.markers_without_citation += 1
     issues.citations_without_marker = sum(1 for k in quotes if k not in used)
 
-    # remove markers of ids that were not retrieved; renumber the rest 1..n
-    renumber = {old: str(i) for i, old in enumerate(used, start=1)}
+    # every quote placed in its chunk; a citation whose quote matches nothing there is invalid
+    located: dict[str, tuple[int, str, str, float | None]] = {}
+    repairs: list[QuoteRepair] = []
+    for old in used:
+        block = by_id[old]
+        given = quotes.get(old, "")
+        idx, quote, outcome, similarity = locate_quote(given, _sentence_around(answer, old), block)
+        if outcome == "unmatched":
+            issues.unmatched_quotes += 1
+            issues.dropped_citations += 1
+            continue
+        if outcome == "repaired":
+            issues.repaired_quotes += 1
+            repairs.append(QuoteRepair(citation=old, chunk_id=block.chunk_ids[idx], quote=given, repaired=quote,
+                                       similarity=similarity or 0.0))
+        located[old] = (idx, quote, outcome, similarity)
+    kept = [old for old in used if old in located]
+
+    # remove markers of ids that were not retrieved or whose citation was dropped; renumber the rest 1..n
+    renumber = {old: str(i) for i, old in enumerate(kept, start=1)}
 
     def _renumber(m: re.Match[str]) -> str:
         if not m.group(1):
@@ -222,33 +316,40 @@ def validate_draft(draft: DraftAnswer, blocks: list[ContextBlock]) -> ValidatedA
         keep = [renumber[p] for p in re.split(r"\s*[,，]\s*", m.group(1)) if p in renumber]
         return "".join(f"[{k}]" for k in dict.fromkeys(keep))
 
-    answer = MARKER_RE.sub(_renumber, answer)
-    answer = re.sub(r"[ \t]{2,}", " ", answer).strip()
+    answer = _tidy(MARKER_RE.sub(_renumber, answer))
 
     citations: list[Citation] = []
-    for old in used:
+    for old in kept:
         block = by_id[old]
-        claim = _sentence_around(draft.answer, old)
-        idx, quote, outcome = locate_quote(quotes.get(old, ""), claim, block)
-        if outcome == "repaired":
-            issues.repaired_quotes += 1
-        elif outcome == "unmatched":
-            issues.unmatched_quotes += 1
+        idx, quote, _, _ = located[old]
         citations.append(Citation(
             id=renumber[old], doc_id=block.doc_id, chunk_id=block.chunk_ids[idx], quote=quote,
             source=block.source, score=1.0 / block.best_rank, title=block.title, page=block.page,
             heading_path=block.heading_path, annotations=block.annotations))
-    return ValidatedAnswer(answer=answer, citations=citations, fallback=draft.fallback, issues=issues)
+    return ValidatedAnswer(answer=answer, citations=citations, fallback=draft.fallback, issues=issues,
+                           quote_repairs=repairs)
 
 
-def insert_markers(answer: str, blocks: list[ContextBlock]) -> tuple[str, int]:
-    """The model wrote no markers: attach each sentence to the block it overlaps most (character
-    bigrams), if it overlaps any. The verifier still decides whether the block supports it."""
+def _supports_verbatim(sentence: str, block: ContextBlock) -> bool:
+    """The verifier's deterministic test (C3): the sentence, its numbers included, is a verbatim
+    span of the block's text."""
+    claim = strip_markers(sentence).rstrip("。！？!?.")
+    return any(numbers_in(claim) <= numbers_in(t) and is_verbatim(claim, t)
+               for t in [block.text, *block.chunk_texts])
+
+
+def insert_markers(answer: str, blocks: list[ContextBlock], prefer: list[str] | tuple[str, ...] = ()) -> tuple[str, int]:
+    """The model wrote no markers: attach each sentence to a block that supports it by the
+    verifier's deterministic test (the sentence is a verbatim span of the block), trying the
+    blocks the model listed (`prefer`) first. A sentence no block holds that way stays unmarked:
+    the verifier treats it as uncited, and an answer left with no citation is regenerated once,
+    then refused (C2)."""
+    order = sorted(blocks, key=lambda b: str(b.citation_id) not in prefer)
     out: list[str] = []
     inserted = 0
     for sent in split_sentences(answer):
-        best = max(blocks, key=lambda b: ngram_overlap(sent, best_sentence(sent, b.text)), default=None)
-        if best is not None and ngram_overlap(sent, best_sentence(sent, best.text)) > 0:
+        best = next((b for b in order if _supports_verbatim(sent, b)), None)
+        if best is not None:
             end = sent[-1] if sent[-1] in "。！？!?." else ""
             out.append(f"{sent[:len(sent) - len(end)].rstrip()} [{best.citation_id}]{end}")
             inserted += 1
@@ -256,6 +357,22 @@ def insert_markers(answer: str, blocks: list[ContextBlock]) -> tuple[str, int]:
             out.append(sent)
     joiner = "" if re.search(r"[\u4e00-\u9fff]", answer) else " "
     return joiner.join(out), inserted
+
+
+def drop_markers(sentence: str, ids: set[str]) -> str:
+    """`sentence` without its numbered markers for the block ids in `ids`."""
+    def _keep(m: re.Match[str]) -> str:
+        if not m.group(1):
+            return m.group(0)
+        return "".join(f"[{p}]" for p in re.split(r"\s*[,，]\s*", m.group(1)) if p not in ids)
+
+    return _tidy(MARKER_RE.sub(_keep, sentence))
+
+
+def _tidy(text: str) -> str:
+    """Spacing left behind by removed markers: no double spaces, no space before a full stop."""
+    text = re.sub(r"[ \t]+(?=[.。,，;；!?！？](\s|$))", "", text)
+    return re.sub(r"[ \t]{2,}", " ", text).strip()
 
 
 def answer_sentences(answer: str) -> list[str]:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
+from cograg.prompts import fence_tag_pattern
 from cograg.text import ngram_overlap, sentence_spans
 
 REDACTED = "[instruction-like text removed]"
@@ -48,7 +49,8 @@ _PATTERNS: list[tuple[str, str]] = [
     ("command", r"(请|必须|务必|一定要)[^。\n]{0,20}(回答|回复|输出|告诉用户|在(回答|回复)中|附上|加上|推荐|翻译)"),
     ("link", r"(点击|访问|下载|发送|转账|联系)[^。\n]{0,30}(https?://|www\.|\S+@\S+\.\w+|\d{7,})"),
 ]
-_COMPILED = [(kind, re.compile(p, re.I | re.M)) for kind, p in _PATTERNS]
+# a fence tag of the prompt templates in retrieved text tries to close its untrusted-data block
+_COMPILED = [(kind, re.compile(p, re.I | re.M)) for kind, p in _PATTERNS] + [("fence", fence_tag_pattern())]
 _URL = re.compile(r"https?://\S+|www\.\S+|\b[\w.+-]+@[\w-]+\.[\w.]+\b", re.I)
 # A sentence right after a flagged one that keeps addressing the model continues the attack.
 _FOLLOW_ON = re.compile(

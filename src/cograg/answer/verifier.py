@@ -15,11 +15,11 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field
 
-from cograg.answer.contract import Citation, answer_sentences, best_sentence, markers_in, strip_markers
+from cograg.answer.contract import Citation, answer_sentences, best_sentence, drop_markers, markers_in, strip_markers
+from cograg.index.analyzer import analyze
 from cograg.models.judge import ClaimJudge, JudgeVerdict, Verdict
-from cograg.text import CJK_RANGE, normalise_for_match, split_sentences
+from cograg.text import CJK_RANGE, is_verbatim, normalise_for_match, numbers_in, split_sentences
 
-_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _NEGATION_EN = re.compile(r"\b(not|no|never|none|nor|cannot|can't|isn't|wasn't|aren't|weren't|doesn't|didn't|don't|without)\b", re.I)
 _NEGATION_ZH = re.compile(r"不|没有|没|未|无|非|别|否")
 
@@ -46,30 +46,19 @@ class VerificationResult(BaseModel):
 
 
 def _numbers(text: str) -> set[str]:
-    return {n.replace(",", "") for n in _NUMBER.findall(normalise_for_match(text))}
+    return numbers_in(text)
+
+
+def contributes(claim: str, evidence: str) -> bool:
+    """The cited text holds at least one of the claim's terms (analysed words: stems, Chinese words
+    and character pairs, numbers), so it can back part of the claim."""
+    return bool(set(analyze(claim)) & set(analyze(evidence)))
 
 
 def _negated(text: str) -> bool:
     return bool(_NEGATION_EN.search(text) or _NEGATION_ZH.search(text))
 
 
-_NON_WORD = re.compile(r"[\W_]+")
-# A claim this long (normalised characters) that occurs verbatim in its cited text needs no judge:
-# shorter spans ("1844", a bare name) only mean something as an answer, which the judge decides.
-VERBATIM_MIN_CHARS = 16
-
-
-def _core(text: str) -> str:
-    """Letters and digits only, case-folded: what "verbatim" compares."""
-    return _NON_WORD.sub("", normalise_for_match(text))
-
-
-def is_verbatim(claim: str, evidence: str, min_chars: int = VERBATIM_MIN_CHARS) -> bool:
-    """The claim, ignoring case, spacing and punctuation, is a contiguous span of the evidence and
-    at least `min_chars` long. Such a claim is SUPPORTED by construction (after the numbers and
-    negation checks, which run first)."""
-    c = _core(claim)
-    return len(c) >= min_chars and c in _core(evidence)
 
 
 _CJK = re.compile(r"[\u3000-\u30ff\u3400-\u9fff\uf900-\ufaff\uff00-\uffef]")
@@ -150,6 +139,12 @@ class Verifier:
         if not known:
             return ClaimCheck(sentence=sentence, citation_ids=ids, verdict="UNRELATED", method="citation",
                               reason="no citation", kept=False)
+        if len(known) > 1:
+            # a sentence that combines passages cites each of them; a cited block that holds none
+            # of the claim's terms backs no part of it: that citation (and its marker) goes
+            idle = [i for i in known if not contributes(claim, evidence_by_id[i])]
+            if len(idle) < len(known):
+                sentence, known = drop_markers(sentence, set(idle)), [i for i in known if i not in idle]
         evidence = "\n".join(evidence_by_id[i] for i in known)
         missing = _numbers(claim) - _numbers(evidence)
         if missing:

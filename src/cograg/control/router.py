@@ -276,7 +276,7 @@ _COMPARISON = (
 )
 _CAUSE = re.compile(
     r"\bwhy\b|\bcaus(e|es|ed|ing)\b|\breasons?\b|\bimpacts?\b|\beffects?\s+(of|on)\b|\baffect(s|ed|ing)?\b|"
-    r"\b(lead|led|leads)\s+to\b|\bconsequences?\b|\bresult(ed|s)?\s+in\b|\bexplain\s+(how|why)\b"
+    r"\b(lead|led|leads)\s+to\b|\bconsequences?\b|\bresult(ed|s)?\s+in\b|\bexplain\s+(how|why)\b|"
     r"\bwhat\s+explains\b"
     r"|(?<![称作成认以视叫])为什么|(?<![称作成认以视])为何|原因|缘故|导致|造成|影响|后果|引起|因果|怎么会", _I)
 _ANALYSIS = re.compile(
@@ -567,6 +567,19 @@ def rule_analysis(question: str, *, facts: list[str] | None = None, rules: Routi
         facts_cover=facts_cover, clarification=clarification)
 
 
+def is_conversational(question: str) -> bool:
+    """A greeting, thanks or question about the assistant: the only turns R0's canned reply fits
+    (R0's other use, answering from remembered facts, is decided with the facts: `fast_path_fits`)."""
+    return rule_analysis(question).conversational
+
+
+def fast_path_fits(analysis: RuleAnalysis) -> bool:
+    """R0 writes a canned reply (a greeting, thanks, a question about the assistant) or an answer
+    from the session's verified facts (conversation memory, when the facts given cover the
+    question); any other question is answered from the documents."""
+    return analysis.conversational or analysis.facts_cover
+
+
 def rule_scores(question: str, *, facts: list[str] | None = None, rules: RoutingRules | None = None) -> RouteScores:
     """The four routing scores from keywords and structure alone (works with no LLM at all)."""
     return rule_analysis(question, facts=facts, rules=rules).scores
@@ -764,6 +777,9 @@ class Router:
             # R0 only when low risk and no new evidence is needed (seed 004 §5.9 constraint)
             if analysis.factual:
                 reasons.append("R0 refused: factual question (rules) needs evidence")
+            elif not fast_path_fits(analysis):
+                reasons.append("R0 refused: not a greeting, thanks or question about the assistant, "
+                               "and no remembered facts cover it")
             elif scores.risk >= th.fast_path_max_risk:
                 reasons.append(f"R0 refused: risk {scores.risk:.2f} >= {th.fast_path_max_risk}")
             else:
@@ -799,6 +815,8 @@ __all__ = [
     "RuleAnalysis",
     "blend",
     "facts_cover_question",
+    "fast_path_fits",
+    "is_conversational",
     "load_rules",
     "preflight",
     "rule_analysis",

@@ -315,14 +315,19 @@ class SQLiteStore:
             params = list(groups)
         return {r[0] for r in self.conn.execute(q, params)}
 
-    def keyword_search(self, query: str, k: int, groups: list[str] | None = None) -> list[tuple[int, float]]:
+    def keyword_search(self, query: str, k: int, groups: list[str] | None = None,
+                       doc_ids: list[str] | None = None) -> list[tuple[int, float]]:
         """BM25 over the analysed terms: (chunk rowid, score) best first; higher is better.
-        With `groups`, the ACL restriction is part of the same SQL query."""
+        With `groups`, the ACL restriction is part of the same SQL query; so is the scope
+        `doc_ids` (only chunks of those documents)."""
         match = fts_query(query)
-        if match is None or k <= 0:
+        if match is None or k <= 0 or (doc_ids is not None and not doc_ids):
             return []
         sql = "SELECT rowid, bm25(chunks_fts) AS s FROM chunks_fts WHERE chunks_fts MATCH ?"
         params: list[object] = [match]
+        if doc_ids is not None:
+            sql += f" AND rowid IN (SELECT id FROM chunks WHERE doc_id IN ({','.join('?' * len(doc_ids))}))"
+            params += list(doc_ids)
         if groups is not None and self.conn.execute("SELECT 1 FROM document_acl LIMIT 1").fetchone():
             marks = ",".join("?" * len(groups)) or "NULL"
             sql += (" AND rowid IN (SELECT c.id FROM chunks c JOIN documents d ON d.doc_id = c.doc_id"
@@ -334,9 +339,11 @@ class SQLiteStore:
         # FTS5's bm25() is negative (smaller is better); flip it so every retriever says higher = better
         return [(int(r[0]), -float(r[1])) for r in self.conn.execute(sql, params)]
 
-    def vector_search(self, query_vec: np.ndarray, k: int,
-                      groups: list[str] | None = None) -> list[tuple[int, float]]:
+    def vector_search(self, query_vec: np.ndarray, k: int, groups: list[str] | None = None,
+                      doc_ids: list[str] | None = None) -> list[tuple[int, float]]:
         allowed = self.allowed_doc_ids(groups) if groups is not None else None
+        if doc_ids is not None:
+            allowed = set(doc_ids) if allowed is None else allowed & set(doc_ids)
         return self.vector_index.search(self.conn, self.generation(), query_vec, k, allowed)
 
     def has_vectors(self) -> bool:

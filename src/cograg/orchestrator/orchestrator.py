@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from cograg.answer.answerer import Answerer, AnswerResponse, record_outcome
+from cograg.answer.answerer import Answerer, AnswerResponse, record_outcome, withhold_quotes
 from cograg.answer.contract import Citation
 from cograg.trace import RecordingLLM, Trace
 from cograg.config import AnswerConfig
@@ -58,8 +58,10 @@ class Orchestrator:
         evidence = TurnEvidence()
         search = evidence.recording(self.search, opts.answer.retrieve_hits)
         if session is not None:
-            from cograg.orchestrator.from_facts import prepend_fact_hits
+            from cograg.orchestrator.from_facts import fact_hits, prepend_fact_hits
 
+            for hit in fact_hits(session):  # seen by the turn: the policy's quote rule applies to them too
+                evidence.hits.setdefault(hit.chunk_id, hit)
             question = session.question
             facts = session.prompt_facts() if facts is None else facts
             has_context = has_context or session.has_context
@@ -136,6 +138,9 @@ class Orchestrator:
                         "plan_template": (trace.plan.get("outcome") or {}).get("template"),
                         "states": trace.states, "duration_ms": round(turn.elapsed_s * 1000, 1)}
         resp.trace_id = trace.trace_id
+        # every mode's citations as the user may see them: no text of a source the policy hides
+        resp.citations = withhold_quotes(resp.citations, {cid for cid, h in turn.evidence.hits.items()
+                                                          if not h.snippet_visible})
         trace.searches = turn.evidence.searches
         trace.outcome["anomalies"] = turn.machine.anomalies
         trace.outcome["modes_tried"] = turn.modes_tried
@@ -148,7 +153,7 @@ class Orchestrator:
 
     # ------------------------------------------------------------------ routing
     def _route(self, turn: Turn, facts: list[dict[str, Any]] | None, has_context: bool) -> RouteDecision:
-        from cograg.control.router import LLMRouteScorer, Router, load_rules
+        from cograg.control.router import LLMRouteScorer, Router, is_conversational, load_rules
 
         opts, trace = turn.options, turn.trace
         rules = self.rules or load_rules()
@@ -172,9 +177,13 @@ class Orchestrator:
         decision = router.route(turn.question, facts=[f.get("statement", "") for f in facts or []],
                                 has_context=has_context)
         if opts.force_mode:
+            forced, why = opts.force_mode, f"mode forced: {opts.force_mode}"
+            covered = FACTS_COVER in decision.reasons  # remembered facts cover it: R0 answers from them
+            if forced == "R0_DIRECT_WRITE" and not is_conversational(turn.question) and not covered:
+                # R0 only writes a canned reply: a question that needs facts is never sent there
+                forced, why = "R1_ONE_SHOT_RETRIEVE", f"{why} refused: the question needs facts -> R1_ONE_SHOT_RETRIEVE"
             decision = decision.model_copy(update={
-                "mode": opts.force_mode, "route": ROUTE_OF_MODE[opts.force_mode],
-                "reasons": decision.reasons + [f"mode forced: {opts.force_mode}"]})
+                "mode": forced, "route": ROUTE_OF_MODE[forced], "reasons": decision.reasons + [why]})
         trace.decision = decision.model_dump()
         trace.prompt_versions.update({"routing_rules": decision.rules_version})
         if scorer is not None:

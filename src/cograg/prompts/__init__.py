@@ -11,8 +11,53 @@ from importlib import resources
 import jinja2
 
 _VERSION = re.compile(r"\{#\s*version:\s*([\w.\-]+@\d+)\s*#\}")
+_CLOSING_TAG = re.compile(r"</\s*([A-Za-z_][\w-]*)\s*>")
+# chat-role markup a model may read as a turn boundary, fenced or not
+_ROLE_TAGS = ("system", "user", "assistant", "instruction", "instructions", "tool")
+_SPACE = r"[\s\u200b-\u200f\u2060\ufeff]*"  # spaces and the invisible characters that hide a tag
+
+
+@lru_cache(maxsize=1)
+def fence_names() -> frozenset[str]:
+    """The tag names that fence text in the prompt templates (every tag a template closes) plus
+    the chat-role tags: untrusted text must never contain one of them as a tag."""
+    names = set(_ROLE_TAGS)
+    for f in resources.files("cograg.prompts").joinpath("templates").iterdir():
+        if f.name.endswith(".j2"):
+            names.update(n.lower() for n in _CLOSING_TAG.findall(f.read_text(encoding="utf-8")))
+    return frozenset(names)
+
+
+@lru_cache(maxsize=1)
+def fence_marker_pattern() -> re.Pattern[str]:
+    """An opening or closing fence tag in any case, spacing or bracket width ("</document>",
+    "< / DOCUMENT >", "＜/document＞"), or chat markup ("<|im_end|>")."""
+    names = "|".join(sorted((re.escape(n) for n in fence_names()), key=len, reverse=True))
+    return re.compile(rf"[<＜﹤]{_SPACE}(?:/{_SPACE})?(?:{names})(?![\w-])|[<＜﹤]{_SPACE}\|", re.I)
+
+
+@lru_cache(maxsize=1)
+def fence_tag_pattern() -> re.Pattern[str]:
+    """A whole fence tag, brackets closed ("</document>", "< Question id=2 >", "<|im_end|>"): what
+    the injection detector flags. `fence_marker_pattern` also defuses an unclosed "</document"."""
+    names = "|".join(sorted((re.escape(n) for n in fence_names()), key=len, reverse=True))
+    return re.compile(rf"[<＜﹤]{_SPACE}(?:/{_SPACE})?(?:{names})(?![\w-])[^<>＜＞﹤﹥\n]{{0,80}}[>＞﹥]"
+                      rf"|[<＜﹤]{_SPACE}\|[^<>\n]{{0,20}}\|{_SPACE}[>＞﹥]", re.I)
+
+
+def neutralise_fence_markers(text: str) -> str:
+    """`text` with every fence marker defused: its "<" becomes "‹", so retrieved or user text
+    reads the same to the model but cannot close its fence or open a new one (C5)."""
+    return fence_marker_pattern().sub(lambda m: "‹" + m.group(0)[1:], text)
+
+
+def _fence_safe(value: object) -> object:
+    # every value interpolated into a prompt is data; the templates alone write fence tags
+    return neutralise_fence_markers(value) if isinstance(value, str) else value
+
+
 _env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=False,
-                          trim_blocks=True, lstrip_blocks=True)
+                          trim_blocks=True, lstrip_blocks=True, finalize=_fence_safe)
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,9 @@ class SearchRequest(BaseModel):
     principal: Principal | None = None
     rerank: bool = True
     rerank_candidates: int = Field(20, ge=1, le=200)
+    doc_ids: list[str] | None = Field(None, description="scope: search only these documents (seed 004 docId)")
+    min_vector_cosine: float | None = Field(
+        None, ge=-1.0, le=1.0, description="drop hits whose vector cosine is below this (seed 003 similarityThreshold)")
 
     @field_validator("k")
     @classmethod
@@ -95,3 +98,15 @@ class SearchResult(BaseModel):
     filtered_by_policy: int = 0
     notes: list[str] = Field(default_factory=list)
     timings_ms: dict[str, float] = Field(default_factory=dict)
+
+    def hidden_chunk_ids(self) -> set[str]:
+        """Chunks whose text the policy keeps from the user (`snippet_visible: false`)."""
+        return {h.chunk_id for h in self.hits if not h.snippet_visible}
+
+    def for_user(self) -> SearchResult:
+        """What a user may be shown: hits whose source text is hidden by the policy keep their
+        ids, source and scores, and lose their text (B2)."""
+        if all(h.snippet_visible for h in self.hits):
+            return self
+        return self.model_copy(update={"hits": [h if h.snippet_visible else h.model_copy(update={"text": ""})
+                                                for h in self.hits]})

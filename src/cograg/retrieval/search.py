@@ -65,33 +65,34 @@ class Retriever:
         return vec
 
     def _run(self, query: str, req: SearchRequest, groups: list[str] | None,
-             timings: dict[str, float], qvec: np.ndarray | None) -> tuple[list[int], dict[int, dict[str, RetrieverHit]], dict[int, float], float | None]:
-        """Ranked rowids for one query string plus per-retriever hits and fused scores."""
+             timings: dict[str, float], qvec: np.ndarray | None) -> tuple[list[int], dict[int, dict[str, RetrieverHit]], dict[int, float], dict[int, float]]:
+        """Ranked rowids for one query string plus per-retriever hits, fused scores and the
+        vector candidates' cosines."""
         per: dict[int, dict[str, RetrieverHit]] = {}
         bm25: list[tuple[int, float]] = []
         vec: list[tuple[int, float]] = []
         t0 = time.perf_counter()
         if req.mode == "hybrid":
-            fut = self._pool.submit(self.store.keyword_search, query, req.retrieve_k, groups)
-            vec = self.store.vector_search(qvec, req.retrieve_k, groups)  # type: ignore[arg-type]
+            fut = self._pool.submit(self.store.keyword_search, query, req.retrieve_k, groups, req.doc_ids)
+            vec = self.store.vector_search(qvec, req.retrieve_k, groups, req.doc_ids)  # type: ignore[arg-type]
             bm25 = fut.result()
         elif req.mode == "bm25":
-            bm25 = self.store.keyword_search(query, req.retrieve_k, groups)
+            bm25 = self.store.keyword_search(query, req.retrieve_k, groups, req.doc_ids)
         else:
-            vec = self.store.vector_search(qvec, req.retrieve_k, groups)  # type: ignore[arg-type]
+            vec = self.store.vector_search(qvec, req.retrieve_k, groups, req.doc_ids)  # type: ignore[arg-type]
         timings["retrieve"] = timings.get("retrieve", 0.0) + (time.perf_counter() - t0) * 1000
         for name, hits in (("bm25", bm25), ("vector", vec)):
             for rank, (rid, score) in enumerate(hits, start=1):
                 per.setdefault(rid, {})[name] = RetrieverHit(rank=rank, score=score)
-        best_cos = vec[0][1] if vec else None
+        cosines = dict(vec)
         if req.mode != "hybrid":
             only = bm25 or vec
-            return [r for r, _ in only], per, {r: s for r, s in only}, best_cos
+            return [r for r, _ in only], per, {r: s for r, s in only}, cosines
         if req.fusion == "weighted":
             fused = weighted_fusion([dict(bm25), dict(vec)], [1 - req.vector_weight, req.vector_weight])
         else:
             fused = rrf([[r for r, _ in bm25], [r for r, _ in vec]], k=req.rrf_k)
-        return [r for r, _ in fused], per, dict(fused), best_cos
+        return [r for r, _ in fused], per, dict(fused), cosines
 
     # ------------------------------------------------------------------ public
     def search(self, req: SearchRequest) -> SearchResult:
@@ -126,7 +127,7 @@ class Retriever:
         rankings: list[list[int]] = []
         per: dict[int, dict[str, RetrieverHit]] = {}
         single_scores: dict[int, float] = {}
-        best_cos: float | None = None
+        cosines: dict[int, float] = {}
         for q in queries:
             qvec = None
             if mode != "bm25":
@@ -140,8 +141,8 @@ class Retriever:
             else:
                 for rid, h in hits.items():
                     per.setdefault(rid, {}).update({f"{k}[{len(rankings) - 1}]": v for k, v in h.items()})
-            if cos is not None:
-                best_cos = cos if best_cos is None else max(best_cos, cos)
+            for rid, c in cos.items():
+                cosines[rid] = max(c, cosines.get(rid, c))
         if len(rankings) > 1:  # B5: variants fused by RRF
             fused = rrf(rankings, k=req.rrf_k)
             order, scores = [r for r, _ in fused], dict(fused)
@@ -160,8 +161,10 @@ class Retriever:
             batch = order[pos:pos + (len(order) if reorders else max(need - len(hits_out), 0) + 16)]
             pos += len(batch)
             rows = self.store.chunks_by_rowid(batch)
-            filtered += self._admit(batch, rows, scores, per, hits_out)
+            filtered += self._admit(batch, rows, scores, per, hits_out, req.min_vector_cosine)
         hits_out.sort(key=lambda h: -h.score)
+        # the refusal gate sees only what the user may see: the best cosine of an admitted chunk
+        best_cos = self._best_admitted_cosine(cosines)
         timings["policy"] = (time.perf_counter() - t0) * 1000
         evidence, evidence_source = best_cos, ("vector_cosine" if best_cos is not None else None)
         if self.reranker is not None and req.rerank and hits_out:
@@ -178,12 +181,17 @@ class Retriever:
                             timings_ms={k: round(v, 2) for k, v in timings.items()})
 
     def _admit(self, batch: list[int], rows: dict, scores: dict[int, float],
-               per: dict[int, dict[str, RetrieverHit]], hits_out: list[SearchHit]) -> int:
+               per: dict[int, dict[str, RetrieverHit]], hits_out: list[SearchHit],
+               min_cosine: float | None = None) -> int:
         """Policy (B2) over candidate rows in rank order: deny → dropped and counted; old →
-        downweighted or annotated. Returns how many were filtered."""
+        downweighted or annotated; below the caller's cosine floor → dropped, not counted (a
+        keyword-only hit has no cosine and stays). Returns how many the policy filtered."""
         filtered = 0
         for rid in batch:
             if rid not in rows:
+                continue
+            vector = per.get(rid, {}).get("vector")
+            if min_cosine is not None and vector is not None and vector.score < min_cosine:
                 continue
             chunk, doc = rows[rid]
             if not self.policy.admits(doc.source_path, doc.tags):
@@ -202,6 +210,18 @@ class Retriever:
                 score=score, fused_score=scores[rid], retrievers=per.get(rid, {}), annotations=annotations,
                 snippet_visible=self.policy.snippet_visible, rerank_score=None))
         return filtered
+
+    def _best_admitted_cosine(self, cosines: dict[int, float], batch_size: int = 16) -> float | None:
+        """The highest cosine among vector candidates the policy admits (the ACL is already part of
+        the index query): a chunk the user may not see must not open the refusal gate (C4)."""
+        ranked = sorted(cosines.items(), key=lambda rc: -rc[1])
+        for start in range(0, len(ranked), batch_size):
+            batch = ranked[start:start + batch_size]
+            rows = self.store.chunks_by_rowid([rid for rid, _ in batch])
+            for rid, cos in batch:
+                if rid in rows and self.policy.admits(rows[rid][1].source_path, rows[rid][1].tags):
+                    return cos
+        return None
 
     def _rerank(self, query: str, head: list[SearchHit], hits: list[SearchHit]) -> tuple[list[SearchHit], bool]:
         """Reorder the head by reranker score (B4); a reranker that returns None keeps fusion order."""

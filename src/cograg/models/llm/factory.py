@@ -39,13 +39,23 @@ def _unknown(spec: Any) -> ModelError:
     return ModelError(f"unknown LLM {spec!r}; valid forms: " + ", ".join(LLM_SPECS))
 
 
+# Set to 0/false/off to keep no prompt-prefix states on disk (see models.llm.prefix_state).
+PREFIX_STATE_ENV = "COGRAG_LLM_PREFIX_STATE"
+
+
+def _prefix_state_dir(cache_dir: str) -> Path | None:
+    if os.environ.get(PREFIX_STATE_ENV, "").strip().lower() in ("0", "false", "off", "no"):
+        return None
+    return Path(cache_dir) / "prefix-state"
+
+
 @functools.lru_cache(maxsize=None)
 def _cached_llm(spec: str, cache_dir: str) -> LLM:
     from cograg.models.model_files import PROFILES, ensure_model, verify_file
 
     if spec in PROFILES:
         path = ensure_model(spec, Path(cache_dir))
-        return LlamaCppLLM(path, name=f"llama.cpp:{path.stem}")
+        return LlamaCppLLM(path, name=f"llama.cpp:{path.stem}", prefix_state_dir=_prefix_state_dir(cache_dir))
     if spec.startswith("gguf:"):
         rest = spec[len("gguf:") :]
         path_text, _, frag = rest.partition("#")
@@ -59,7 +69,7 @@ def _cached_llm(spec: str, cache_dir: str) -> LLM:
             verify_file(path, value.strip())
         elif not path.is_file():
             raise LLMUnavailable(f"model file not found: {path}")
-        return LlamaCppLLM(path)
+        return LlamaCppLLM(path, prefix_state_dir=_prefix_state_dir(cache_dir))
     if spec.startswith("openai:"):
         url, _, model = spec[len("openai:") :].partition("#")
         return OpenAICompatLLM(url.strip(), model.strip() or None, api_key=os.environ.get(OPENAI_KEY_ENV))

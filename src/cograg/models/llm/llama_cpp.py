@@ -22,6 +22,7 @@ from pydantic import BaseModel
 from cograg.models import ModelError
 from cograg.models.compute import COMPUTE_LOCK, fixed_threads, threads_for_next_job
 from cograg.models.llm.base import ChatModelBase
+from cograg.models.llm.prefix_state import PrefixStateFiles, common_prefix_len
 from cograg.models.llm.types import (
     ChatMessage,
     LLMResponse,
@@ -91,6 +92,8 @@ class LlamaCppLLM(ChatModelBase):
     prompts are built with their stable part first. `for_role("judge")` gives a second context on
     the same weights (the file is memory-mapped, so they are shared) whose cache is not overwritten
     by the other role's calls: the answer prompt's instructions and the judge's stay cached.
+    With `prefix_state_dir`, a fresh context restores the state after its system message from
+    disk (saved by an earlier process; see `prefix_state`), so a new process skips that prefill.
     """
 
     def __init__(
@@ -102,6 +105,7 @@ class LlamaCppLLM(ChatModelBase):
         *,
         name: str | None = None,
         n_batch: int = 512,
+        prefix_state_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         path = Path(model_path).expanduser()
         if not path.is_file():
@@ -128,7 +132,10 @@ class LlamaCppLLM(ChatModelBase):
         self.n_ctx = int(self._llama.n_ctx())
         self.seed = seed
         self.name = name or f"llama.cpp:{path.stem}"
-        self._init_args = {"n_ctx": n_ctx, "n_threads": n_threads, "seed": seed, "name": self.name, "n_batch": n_batch}
+        self._init_args = {"n_ctx": n_ctx, "n_threads": n_threads, "seed": seed, "name": self.name, "n_batch": n_batch,
+                           "prefix_state_dir": prefix_state_dir}
+        self.prefix_states = (PrefixStateFiles(Path(prefix_state_dir), path, self.n_ctx)
+                              if prefix_state_dir is not None else None)
         self._roles: dict[str, LlamaCppLLM] = {}
         self._roles_lock = threading.Lock()
         self._grammar_cls = llama_cpp.llama_grammar.LlamaGrammar
@@ -156,12 +163,22 @@ class LlamaCppLLM(ChatModelBase):
     def count_tokens(self, text: str) -> int:
         return len(self._llama.tokenize(str(text).encode("utf-8"), add_bos=False, special=False))
 
-    def _prompt(self, messages: list[ChatMessage], max_tokens: int) -> tuple[list[int], list[str], int]:
+    def _tokens(self, messages: list[ChatMessage]) -> tuple[list[int], Any]:
         try:
             fmt = self._formatter(messages=[m.model_dump() for m in messages])
         except Exception as exc:
             raise ModelError(f"{self.name}: cannot apply the chat template: {exc}") from exc
-        tokens = self._llama.tokenize(fmt.prompt.encode("utf-8"), add_bos=not fmt.added_special, special=True)
+        return self._llama.tokenize(fmt.prompt.encode("utf-8"), add_bos=not fmt.added_special, special=True), fmt
+
+    def _system_prefix(self, messages: list[ChatMessage], tokens: list[int]) -> list[int]:
+        """The prompt's tokens up to the end of its system message: the part every call of a role shares."""
+        if not messages or messages[0].role != "system" or len(messages) < 2:
+            return []
+        system_only, _ = self._tokens(messages[:1])
+        return tokens[: common_prefix_len(system_only, tokens)]
+
+    def _prompt(self, messages: list[ChatMessage], max_tokens: int) -> tuple[list[int], list[str], int]:
+        tokens, fmt = self._tokens(messages)
         room = self.n_ctx - len(tokens)
         if room < 1:
             raise ModelError(
@@ -231,6 +248,8 @@ class LlamaCppLLM(ChatModelBase):
             tokens, tmpl_stop, max_new = self._prompt(messages, max_tokens)
             criteria, dl = self._criteria(deadline)
             self._perf_reset()
+            if self.prefix_states is not None and self._llama.n_tokens == 0:
+                self.prefix_states.prepare(self._llama, self._system_prefix(messages, tokens))
             try:
                 yield _Job(start, tokens, tmpl_stop, max_new, criteria, dl)
             except ModelError:

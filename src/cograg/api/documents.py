@@ -1,0 +1,157 @@
+"""Documents: upload and ingest, list, delete; one chunk's passage (what a citation opens).
+
+Uploads are written under `<store>/uploads/` (one flat folder; a file name with a path in it is
+refused) and ingested like `cograg ingest FILE`. A file over the size limit is refused with 413
+while it streams in; a file the loaders cannot use (binary, empty, corrupt, unsupported type) is
+removed again and reported with the loader's reason.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, File, Form, Request, UploadFile
+
+from cograg.api.errors import NotFound, PayloadTooLarge
+from cograg.api.schemas import DocumentInfo, UploadResult
+from cograg.api.state import ApiState, api_state
+from cograg.documents import Document
+from cograg.errors import CogragError, StoreError
+
+router = APIRouter(prefix="/api", tags=["documents"])
+
+MAX_FILES_PER_UPLOAD = 20
+_COPY_BLOCK = 1 << 16
+_BAD_NAME = re.compile(r"[\x00-\x1f\x7f]")
+
+
+class UploadRejected(CogragError):
+    """No uploaded file could be used."""
+
+
+def document_info(doc: Document) -> DocumentInfo:
+    return DocumentInfo(doc_id=doc.doc_id, title=doc.title, source=Path(doc.source_path).name,
+                        doc_type=doc.doc_type, tags=doc.tags, chunk_count=doc.chunk_count,
+                        size_bytes=doc.size_bytes, updated_at=doc.updated_at)
+
+
+def safe_upload_name(name: str | None) -> str:
+    """The file name to store an upload under; a name with a directory part is refused."""
+    name = (name or "").strip()
+    if not name:
+        raise UploadRejected("an uploaded file has no name")
+    if "/" in name or "\\" in name or name in (".", "..") or _BAD_NAME.search(name):
+        raise UploadRejected(f"file name {name[:80]!r} is not a plain file name (no paths allowed)")
+    if name.startswith("."):
+        raise UploadRejected(f"file name {name[:80]!r} is hidden (starts with a dot)")
+    if len(name.encode("utf-8")) > 200:
+        raise UploadRejected("file name too long (200 bytes at most)")
+    return name
+
+
+def _split(value: str | None) -> list[str] | None:
+    return None if value is None else [v.strip() for v in value.split(",") if v.strip()]
+
+
+def _check_declared_size(request: Request, state: ApiState) -> None:
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > state.max_upload_bytes * MAX_FILES_PER_UPLOAD:
+        raise PayloadTooLarge(f"upload too large ({int(declared)} bytes)")
+
+
+def _save(upload: UploadFile, target: Path, limit: int) -> None:
+    written = 0
+    with target.open("wb") as out:
+        while block := upload.file.read(_COPY_BLOCK):
+            written += len(block)
+            if written > limit:
+                out.close()
+                target.unlink(missing_ok=True)
+                raise PayloadTooLarge(f"{target.name} is larger than the upload limit of {limit // (1 << 20)} MB")
+            out.write(block)
+
+
+@router.get("/documents", response_model=list[DocumentInfo], summary="List stored documents")
+def list_documents(request: Request) -> list[DocumentInfo]:
+    with api_state(request).engines.engine() as engine:
+        return [document_info(d) for d in engine.documents()]
+
+
+@router.post("/documents", response_model=UploadResult, summary="Upload files and ingest them")
+def upload_documents(request: Request, files: Annotated[list[UploadFile], File(description="files to ingest")],
+                     tags: Annotated[str | None, Form(description="comma-separated tags")] = None,
+                     acl: Annotated[str | None, Form(description="comma-separated ACL groups")] = None) -> UploadResult:
+    state = api_state(request)
+    _check_declared_size(request, state)
+    if not files:
+        raise UploadRejected("no file in the upload")
+    if len(files) > MAX_FILES_PER_UPLOAD:
+        raise UploadRejected(f"at most {MAX_FILES_PER_UPLOAD} files per upload")
+    names = [safe_upload_name(f.filename) for f in files]
+    state.upload_dir.mkdir(parents=True, exist_ok=True)
+    staging = state.upload_dir / ".incoming"
+    staging.mkdir(exist_ok=True)
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for upload, name in zip(files, names):
+            tmp = staging / name
+            _save(upload, tmp, state.max_upload_bytes)
+            staged.append((tmp, state.upload_dir / name))
+    except BaseException:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+        raise
+    paths = []
+    for tmp, final in staged:  # only complete files reach the folder that is ingested
+        shutil.move(str(tmp), final)
+        paths.append(final.resolve())
+    with state.engines.engine() as engine:
+        summary = engine.ingest(paths, tags=_split(tags), acl=_split(acl))
+        skipped = {str(Path(s.path).resolve()): s.reason for s in summary.skipped}
+        for p in paths:
+            if str(p) in skipped:
+                p.unlink(missing_ok=True)
+        if paths and len(skipped) >= len(paths):
+            raise UploadRejected("; ".join(f"{Path(p).name}: {r}" for p, r in skipped.items()))
+        docs = [d for p in paths if str(p) not in skipped
+                for d in [engine.store.get_document_by_path(str(p))] if d is not None]
+        return UploadResult(documents=[document_info(d) for d in docs], added=summary.added, updated=summary.updated,
+                            unchanged=summary.unchanged,
+                            skipped=[{"file": Path(p).name, "reason": r} for p, r in skipped.items()],
+                            warnings=[{"file": Path(w.path).name, "reason": w.reason} for w in summary.warnings],
+                            chunks=summary.chunks)
+
+
+@router.delete("/documents/{ref}", response_model=DocumentInfo, summary="Delete a document and its chunks")
+def delete_document(ref: str, request: Request) -> DocumentInfo:
+    state = api_state(request)
+    with state.engines.engine() as engine:
+        try:
+            doc = engine.delete_document(ref)
+        except StoreError as exc:
+            raise NotFound(str(exc)) from None
+    path = Path(doc.source_path)
+    if path.parent == state.upload_dir.resolve():  # an uploaded file goes too, or a re-sync would bring it back
+        path.unlink(missing_ok=True)
+    return document_info(doc)
+
+
+@router.get("/chunks/{chunk_id}", summary="One passage: what a citation points to")
+def get_chunk(chunk_id: str, request: Request) -> dict[str, Any]:
+    state = api_state(request)
+    with state.engines.engine() as engine:
+        chunk = engine.store.get_chunk(chunk_id)
+        doc = engine.store.get_document(chunk.doc_id) if chunk is not None else None
+    # without API keys every caller is anonymous: a document with an ACL is not theirs to read
+    if chunk is None or doc is None or doc.acl:
+        raise NotFound(f"no chunk {chunk_id!r}")
+    visible = state.engines.snippets_visible()
+    return {"chunk_id": chunk.chunk_id, "doc_id": chunk.doc_id, "source": Path(doc.source_path).name,
+            "title": doc.title, "heading_path": chunk.heading_path, "page": chunk.page,
+            "text": chunk.text if visible else "", "snippet_visible": visible}
+
+
+__all__ = ["UploadRejected", "document_info", "router", "safe_upload_name"]

@@ -1,0 +1,88 @@
+"""Errors as JSON `{error, detail}` with a status code and one line of detail, never a traceback."""
+
+from __future__ import annotations
+
+import logging
+import os
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from cograg.api.admission import Busy
+from cograg.errors import CogragError, ConfigError
+
+log = logging.getLogger("cograg.api")
+
+_STATUS_NAMES = {400: "bad_request", 401: "unauthorized", 404: "not_found", 405: "method_not_allowed",
+                 409: "conflict", 413: "too_large", 415: "unsupported_media_type", 422: "invalid_request",
+                 429: "too_many_requests", 500: "internal", 503: "unavailable"}
+
+
+class NotFound(CogragError):
+    """A document or trace the request names does not exist."""
+
+
+class PayloadTooLarge(CogragError):
+    """An upload over the size limit."""
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    return " ".join(str(text).split())[:limit]
+
+
+def error_response(status: int, detail: str, error: str | None = None) -> JSONResponse:
+    return JSONResponse({"error": error or _STATUS_NAMES.get(status, "error"), "detail": one_line(detail)},
+                        status_code=status)
+
+
+def validation_detail(exc: RequestValidationError) -> str:
+    """The first problem, as `where: what` (`body.question: Field required`)."""
+    errors = exc.errors()
+    if not errors:
+        return "invalid request"
+    first = errors[0]
+    where = ".".join(str(p) for p in first.get("loc", ()))
+    msg = str(first.get("msg", "invalid")).removeprefix("Value error, ")
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{where}: {msg}{more}" if where else f"{msg}{more}"
+
+
+def status_of(exc: CogragError) -> int:
+    if isinstance(exc, NotFound):
+        return 404
+    if isinstance(exc, PayloadTooLarge):
+        return 413
+    if isinstance(exc, Busy):
+        return 429
+    return 400
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(RequestValidationError)
+    async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return error_response(422, validation_detail(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return error_response(exc.status_code, str(exc.detail))
+
+    @app.exception_handler(ConfigError)
+    async def _config(_: Request, exc: ConfigError) -> JSONResponse:
+        return error_response(400, str(exc))
+
+    @app.exception_handler(CogragError)
+    async def _cograg(_: Request, exc: CogragError) -> JSONResponse:
+        return error_response(status_of(exc), str(exc))
+
+    @app.exception_handler(Exception)
+    async def _internal(request: Request, exc: Exception) -> JSONResponse:
+        # the log keeps the traceback for the operator; the client gets one line
+        log.exception("internal error on %s %s", request.method, request.url.path)
+        detail = f"{type(exc).__name__}: {exc}" if os.environ.get("COGRAG_DEBUG") else type(exc).__name__
+        return error_response(500, detail)
+
+
+__all__ = ["NotFound", "PayloadTooLarge", "error_response", "install_error_handlers", "one_line",
+           "status_of", "validation_detail"]

@@ -1,0 +1,153 @@
+"""Answer endpoints: the simple path, qa/v2 (seed 004 §9.1) and its Server-Sent Events stream.
+
+Each request opens its own engine (`EngineFactory.engine`): its own store connection, verifier
+and trace recorder. The stream runs the turn in a worker thread and relays the orchestrator's
+event bus; its last event is the whole qa/v2 answer, so no citation depends on an event that a
+client may have missed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+from fastapi import APIRouter, Request
+from sse_starlette.sse import EventSourceResponse
+
+from cograg.api.admission import Busy
+from cograg.api.errors import NotFound, error_response, one_line, status_of
+from cograg.api.schemas import QARequest, QAResponseV2
+from cograg.api.state import ApiState, api_state
+from cograg.api.views import hide_source_text, qa_simple, qa_v2
+from cograg.control.models import CancelToken, mode_name
+from cograg.engine import Engine
+from cograg.errors import CogragError, ConfigError, StoreError
+from cograg.orchestrator.events import BusEvent, EventBus
+
+router = APIRouter(prefix="/api/agent", tags=["answers"])
+
+ANSWER_EVENT = "answer"  # the stream's last event on success: the qa/v2 body
+ERROR_EVENT = "error"  # the stream's last event on failure: {error, detail}
+
+
+@dataclass
+class PreparedTurn:
+    """A request checked before anything runs: its mode, its scope resolved to document ids."""
+
+    body: QARequest
+    mode: str | None
+    doc_ids: list[str] | None
+
+
+def resolve_doc_ids(engine: Engine, refs: list[str] | None) -> list[str] | None:
+    """Ids or id prefixes → document ids; a reference that matches nothing is a 404."""
+    if refs is None:
+        return None
+    out: list[str] = []
+    for ref in refs:
+        try:
+            out.append(engine.document(ref).doc_id)
+        except StoreError as exc:
+            raise NotFound(str(exc)) from None
+    return list(dict.fromkeys(out))
+
+
+def prepare(state: ApiState, body: QARequest) -> PreparedTurn:
+    try:
+        mode = mode_name(body.mode) if body.mode else None
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    with state.engines.engine(body.model) as engine:  # also checks the model profile
+        return PreparedTurn(body, mode, resolve_doc_ids(engine, body.doc_ids))
+
+
+def run_turn(state: ApiState, turn: PreparedTurn, *, bus: EventBus | None = None,
+             cancel: CancelToken | None = None) -> Any:
+    """Answer one question on a fresh engine; counts it in the metrics."""
+    body = turn.body
+    extra: dict[str, Any] = {}
+    if body.session is not None and state.engines.supports_sessions:
+        extra["session"] = body.session
+    with state.admission.turn(), state.engines.engine(body.model) as engine:
+        resp = engine.ask(body.question, mode=turn.mode, doc_ids=turn.doc_ids, bus=bus, cancel=cancel, **extra)
+        state.metrics.observe_answer(resp, engine.store.get_trace(resp.trace_id))
+    return resp
+
+
+@router.post("/qa", summary="Answer a question (the simple path: the C1 contract object)")
+def ask_simple(body: QARequest, request: Request) -> dict[str, Any]:
+    state = api_state(request)
+    resp = run_turn(state, prepare(state, body))
+    return qa_simple(resp, visible=state.engines.snippets_visible())
+
+
+@router.post("/qa/v2", response_model=QAResponseV2, summary="Answer a question (seed 004 §9.1)")
+def ask_v2(body: QARequest, request: Request) -> QAResponseV2:
+    state = api_state(request)
+    resp = run_turn(state, prepare(state, body))
+    return qa_v2(resp, visible=state.engines.snippets_visible(), session=body.session)
+
+
+def _sse(event: str, data: Any) -> dict[str, str]:
+    return {"event": event, "data": json.dumps(data, ensure_ascii=False, default=str)}
+
+
+@router.post("/qa/v2/stream", summary="Answer a question, streaming the workflow as Server-Sent Events",
+             response_description="text/event-stream: one event per orchestrator event (ROUTE_DECIDED, "
+                                  "RETRIEVED, GRADED, SENTENCE_VERIFIED, …), then `answer` (the qa/v2 body) "
+                                  "or `error` ({error, detail})")
+async def ask_v2_stream(body: QARequest, request: Request) -> Any:
+    state = api_state(request)
+    try:  # a bad mode, model or document scope, or a full queue, is an HTTP error before the stream starts
+        state.admission.check()
+        turn = await anyio.to_thread.run_sync(prepare, state, body)
+        visible = await anyio.to_thread.run_sync(state.engines.snippets_visible)
+    except CogragError as exc:
+        return error_response(status_of(exc), str(exc))
+
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
+    bus = EventBus()
+    cancel = CancelToken()
+
+    def relay(ev: BusEvent) -> None:
+        loop.call_soon_threadsafe(queue.put_nowait, ("event", ev))
+    bus.subscribe(relay)
+
+    async def work() -> None:
+        try:
+            resp = await anyio.to_thread.run_sync(lambda: run_turn(state, turn, bus=bus, cancel=cancel))
+            await queue.put(("answer", resp))
+        except Busy as exc:
+            await queue.put(("error", {"error": "too_many_requests", "detail": one_line(str(exc))}))
+        except CogragError as exc:
+            await queue.put(("error", {"error": "bad_request", "detail": one_line(str(exc))}))
+        except Exception as exc:  # noqa: BLE001 - the stream ends with an error event, never a traceback
+            await queue.put(("error", {"error": "internal", "detail": type(exc).__name__}))
+
+    async def events() -> AsyncIterator[dict[str, str]]:
+        task = asyncio.create_task(work())
+        try:
+            while True:
+                kind, item = await queue.get()
+                if kind == "event":
+                    data = item.model_dump(mode="json")
+                    yield _sse(item.name, data if visible else hide_source_text(data))
+                elif kind == "answer":
+                    yield _sse(ANSWER_EVENT, qa_v2(item, visible=visible, session=body.session).model_dump(mode="json"))
+                    return
+                else:
+                    yield _sse(ERROR_EVENT, item)
+                    return
+        finally:
+            if not task.done():  # the client went away: stop the turn at its next check
+                cancel.cancel("client disconnected")
+
+    return EventSourceResponse(events(), ping=15)
+
+
+__all__ = ["ANSWER_EVENT", "ERROR_EVENT", "prepare", "resolve_doc_ids", "router", "run_turn"]

@@ -1,0 +1,26 @@
+"""`GET /api/traces/{id}`: the stored trace of an answer (SPEC F5), under the snippet policy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request
+
+from cograg.api.errors import NotFound
+from cograg.api.state import api_state
+from cograg.api.views import hide_source_text
+
+router = APIRouter(prefix="/api", tags=["traces"])
+
+
+@router.get("/traces/{trace_id}", summary="The trace of one answer: route, events, model calls, verdicts")
+def get_trace(trace_id: str, request: Request) -> dict[str, Any]:
+    state = api_state(request)
+    with state.engines.engine() as engine:
+        trace = engine.store.get_trace(trace_id)
+    if trace is None:
+        raise NotFound(f"no trace {trace_id!r}")
+    return trace if state.engines.snippets_visible() else hide_source_text(trace)
+
+
+__all__ = ["router"]

@@ -1,0 +1,164 @@
+"""The citation contract's hard edges (SPEC C2, C3): marker-less answers are attached to a block only
+where it holds the sentence, a wrong quote is repaired only to the chunk's own matching text (else
+the citation is dropped), and a sentence that combines passages keeps a verified citation for each."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from cograg.answer.answerer import AnswerConfig
+from cograg.answer.contract import (QUOTE_REPAIR_MIN_SIMILARITY, DraftAnswer, DraftCitation, best_matching_span,
+                                    validate_draft)
+from cograg.answer.verifier import Verifier
+from cograg.models.judge import LexicalJudge
+from cograg.retrieval.packing import ContextBlock
+from cograg.testing import ScriptedLLM
+from tests.test_answer import make_engine, with_models
+
+OPEN = AnswerConfig(min_evidence_cosine=-1.0, min_evidence_cosine_zh=-1.0)
+LINDEN = "The Linden Bridge was designed by Tobias Marrick. It has seven arches. It opened in 1811."
+RHINE = "The Rhine Bridge opened in 1870. It has twelve spans."
+TEA = "研究所育成了耐寒品种银雾。银雾于1978年育成。"
+DOCS = {"linden.md": f"# Linden\n\n{LINDEN}\n", "rhine.md": f"# Rhine\n\n{RHINE}\n", "tea.md": f"# 茶\n\n{TEA}\n"}
+
+
+def block(n: int, text: str) -> ContextBlock:
+    return ContextBlock(citation_id=n, doc_id=f"d{n}", chunk_ids=[f"c{n}"], chunk_texts=[text], text=text,
+                        token_count=len(text.split()), best_rank=n, title=f"t{n}", source=f"/docs/{n}.md")
+
+
+BLOCKS = [block(1, LINDEN), block(2, RHINE), block(3, TEA)]
+
+
+def draft(answer: str, *cites: tuple[int, str]) -> DraftAnswer:
+    return DraftAnswer(answer=answer, citations=[DraftCitation(id=i, quote=q) for i, q in cites])
+
+
+def block_of(messages, needle: str) -> int:
+    user = messages[-1].content
+    for n, text in re.findall(r'<document id="(\d+)"[^>]*>\n(.*?)\n</document>', user, re.S):
+        if needle in text:
+            return int(n)
+    raise AssertionError(f"{needle!r} not in the prompt")
+
+
+# --------------------------------------------------------------------------- marker-less answers
+
+
+def test_an_unmarked_sentence_is_not_attached_to_a_block_that_merely_shares_letters() -> None:
+    v = validate_draft(draft("The Linden Bridge is made of chocolate.", (1, "")), BLOCKS)
+    assert v.citations == [] and v.issues.markers_inserted == 0 and "[" not in v.answer
+
+
+def test_an_unmarked_sentence_is_attached_where_the_block_holds_it() -> None:
+    # the model listed block 2, but only block 1 holds the sentence
+    v = validate_draft(draft("The Linden Bridge was designed by Tobias Marrick. It is made of chocolate.", (2, "")),
+                       BLOCKS)
+    assert v.issues.markers_inserted == 1
+    assert v.answer == "The Linden Bridge was designed by Tobias Marrick [1]. It is made of chocolate."
+    assert [c.doc_id for c in v.citations] == ["d1"]
+
+
+def test_an_unmarked_answer_no_block_holds_is_regenerated_once_then_refused(tmp_path: Path) -> None:
+    eng = make_engine(tmp_path, DOCS)
+    reply = lambda m: json.dumps({"answer": "The Linden Bridge was designed by a committee of engineers.",  # noqa: E731
+                                  "citations": [{"id": block_of(m, "Marrick"), "quote": ""}], "fallback": False})
+    llm = ScriptedLLM([reply, reply])
+    resp = with_models(eng, llm=llm, judge=LexicalJudge()).answerer(OPEN).answer("Who designed the Linden Bridge?")
+    eng.close()
+    assert resp.fallback and not resp.grounded
+    assert len(llm.calls) == 2 and resp.notes == ["no valid citation after one regeneration"]
+    assert "committee" not in resp.answer
+
+
+# --------------------------------------------------------------------------- quotes
+
+
+def test_a_near_quote_is_repaired_to_the_chunk_text_it_matches() -> None:
+    given = "the linden bridge was designed by Tobias Marick"  # one letter off, other case
+    v = validate_draft(draft("Tobias Marrick designed it [1].", (1, given)), BLOCKS)
+    assert [c.quote for c in v.citations] == ["The Linden Bridge was designed by Tobias Marrick"]
+    assert v.citations[0].quote in LINDEN
+    assert v.issues.repaired_quotes == 1 and v.issues.dropped_citations == 0
+    (repair,) = v.quote_repairs
+    assert repair.quote == given and repair.repaired == v.citations[0].quote and repair.chunk_id == "c1"
+    assert QUOTE_REPAIR_MIN_SIMILARITY <= repair.similarity < 1.0
+
+
+def test_a_quote_that_matches_nothing_in_its_chunk_drops_the_citation() -> None:
+    v = validate_draft(draft("The bridge has seven arches [1]. The Rhine Bridge opened in 1870 [2].",
+                             (1, "The bridge was built from chocolate and glass."), (2, "opened in 1870")), BLOCKS)
+    assert v.issues.dropped_citations == 1 and v.issues.unmatched_quotes == 1 and v.quote_repairs == []
+    assert [(c.id, c.doc_id, c.quote) for c in v.citations] == [("1", "d2", "opened in 1870")]
+    assert v.answer == "The bridge has seven arches. The Rhine Bridge opened in 1870 [1]."
+
+
+def test_an_exact_quote_is_delivered_as_given() -> None:
+    v = validate_draft(draft("It has seven arches [1].", (1, "It opened in 1811.")), BLOCKS)
+    assert [c.quote for c in v.citations] == ["It opened in 1811."] and v.issues.repaired_quotes == 0
+
+
+def test_best_matching_span_is_verbatim_and_says_how_alike() -> None:
+    text = "The **Linden Bridge** was designed by  Tobias Marrick. It has seven arches."
+    span, similarity = best_matching_span("The Linden Bridge was designed by Tobias Marrick", text)
+    assert span == "The **Linden Bridge** was designed by  Tobias Marrick" and similarity == 1.0
+    span, similarity = best_matching_span("It has 7 arches", text)
+    assert span in text and similarity < QUOTE_REPAIR_MIN_SIMILARITY
+
+
+def test_a_repaired_quote_is_recorded_in_the_trace(tmp_path: Path) -> None:
+    eng = make_engine(tmp_path, DOCS)
+    reply = lambda m: json.dumps({"answer": f"The Linden Bridge was designed by Tobias Marrick [{block_of(m, 'Marrick')}].",  # noqa: E731
+                                  "citations": [{"id": block_of(m, "Marrick"),
+                                                 "quote": "The Linden bridge was designd by Tobias Marrick"}],
+                                  "fallback": False})
+    asking = with_models(eng, llm=ScriptedLLM([reply]), judge=LexicalJudge())
+    resp = asking.answerer(OPEN).answer("Who designed the Linden Bridge?")
+    trace = asking.trace(resp.trace_id)
+    eng.close()
+    assert not resp.fallback and resp.removed.repaired_quotes == 1
+    assert resp.citations[0].quote == "The Linden Bridge was designed by Tobias Marrick"
+    (event,) = [e for e in trace["events"] if e["name"] == "QUOTE_REPAIRED"]
+    assert event["data"]["quote"] == "The Linden bridge was designd by Tobias Marrick"
+    assert event["data"]["repaired"] == resp.citations[0].quote
+
+
+# --------------------------------------------------------------------------- several citations
+
+
+def test_a_sentence_combining_two_passages_keeps_both_citations() -> None:
+    v = validate_draft(draft("The Linden Bridge opened in 1811, before the Rhine Bridge, which opened in 1870 [1, 2].",
+                             (1, "It opened in 1811."), (2, "The Rhine Bridge opened in 1870.")), BLOCKS)
+    assert v.answer.endswith("[1][2].") and [c.doc_id for c in v.citations] == ["d1", "d2"]
+
+
+def test_the_verifier_drops_a_citation_that_backs_no_part_of_the_sentence() -> None:
+    evidence = {"1": LINDEN, "2": RHINE, "3": TEA}
+    check = Verifier(LexicalJudge()).check("The Linden Bridge opened in 1811, the Rhine Bridge in 1870 [1][2][3].",
+                                           evidence)
+    assert check.citation_ids == ["1", "2"] and check.sentence.endswith("[1][2].")
+
+
+@pytest.mark.parametrize("markers", ["[{a}][{b}]", "[{a}, {b}]"])
+def test_a_two_passage_answer_is_delivered_with_both_verified_citations(tmp_path: Path, markers: str) -> None:
+    eng = make_engine(tmp_path, DOCS)
+
+    def reply(m):
+        a, b = block_of(m, "1811"), block_of(m, "1870")
+        return json.dumps({"answer": "The Linden Bridge opened in 1811 and the Rhine Bridge opened in 1870 "
+                                     + markers.format(a=a, b=b) + ".",
+                           "citations": [{"id": a, "quote": "It opened in 1811."},
+                                         {"id": b, "quote": "The Rhine Bridge opened in 1870."}], "fallback": False})
+
+    asking = with_models(eng, llm=ScriptedLLM([reply]), judge=LexicalJudge())
+    resp = asking.answerer(OPEN).answer("When did the Linden Bridge and the Rhine Bridge open?")
+    eng.close()
+    assert not resp.fallback, resp.notes
+    assert resp.answer.endswith("[1][2].")
+    assert sorted(c.quote for c in resp.citations) == ["It opened in 1811.", "The Rhine Bridge opened in 1870."]
+    (claim,) = resp.claims
+    assert claim.kept and claim.verdict == "SUPPORTED" and claim.citation_ids == ["1", "2"]
