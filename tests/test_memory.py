@@ -434,3 +434,21 @@ def test_chat_lists_and_forgets_facts_and_reports_errors_on_one_line(eng: Engine
     assert "The Linden Bridge has seven arches." in r.stdout and "no facts" in r.stdout
     assert "session 's1' has no fact 'Fnope'" in r.stderr
     assert e.memory().facts("s1") == []
+
+
+def test_the_http_api_asks_in_a_session_and_follow_ups_resolve(tmp_path: Path):
+    pytest.importorskip("fastapi", reason="the HTTP API needs the server extra: pip install -e '.[server]'")
+    from fastapi.testclient import TestClient
+
+    from tests.api_support import scripted_app, scripted_settings
+
+    app, _ = scripted_app(tmp_path, brain=Brain(answer=answer), docs=MEM_DOCS)
+    with TestClient(app) as client:
+        first = client.post("/api/agent/qa/v2", json={"question": ARCHES, "session": "web"})
+        follow = client.post("/api/agent/qa/v2", json={"question": "Who designed it?", "session": "web"})
+    assert first.status_code == 200 and follow.status_code == 200
+    with Engine.open(settings=scripted_settings(tmp_path / "store"), create=False) as e:
+        facts = [f.statement for f in e.memory().facts("web")]
+        turns = e.memory().turns("web")
+    assert "The Linden Bridge has seven arches." in facts
+    assert turns[1].resolved_question == "Who designed the Linden Bridge?"
