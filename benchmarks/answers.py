@@ -31,6 +31,7 @@ from cograg.config import Settings  # noqa: E402
 from cograg.engine import Engine  # noqa: E402
 from cograg.eval.retrieval import hotpot_to_beir  # noqa: E402
 from cograg.models.judge import LLMJudge  # noqa: E402
+from cograg.prompts import load_prompt  # noqa: E402
 
 
 def norm(s: str) -> str:
@@ -225,7 +226,8 @@ def render(summaries: dict, args: argparse.Namespace) -> str:
              f"--n-hotpot {args.n_hotpot} --write-docs`  ",
              "Stores: cmrc2018 dev passages (Chinese) and the 994 HotpotQA train100 paragraphs (English), hybrid "
              "retrieval with multilingual-e5-small, default answer settings. Citation recall/precision follow "
-             "ALCE; the judge is the project's LLM claim judge (`judge_claim@2`) on Qwen2.5-Coder-1.5B-Instruct "
+             f"ALCE; the judge is the project's LLM claim judge (`{load_prompt('judge_claim').version}`) on "
+             "Qwen2.5-Coder-1.5B-Instruct "
              "Q4_K_M. Per-row results: `benchmarks/results/answers-<profile>.jsonl`.", "",
              "| profile | answerable Qs (cmrc / hotpot) | contains gold (cmrc / hotpot) | answered (not refused) | citation recall | citation precision | "
              "refusal on unanswerable | hallucinated ids proposed → delivered | median latency s | tokens/answer (median, mean) |",

@@ -11,6 +11,13 @@ sub-task searches interleaved round-robin (each hop's best hits first), then the
     .venv/bin/python benchmarks/control.py --model fast --n 12 [--modes R1,R2,R3] [--write-docs]
     .venv/bin/python benchmarks/control.py --model fast --type comparison --n 10 [--no-templates]
 
+`--split evaluation` takes the first N questions of the evaluation split (src/cograg/eval/splits.py;
+the calibration split is what benchmarks/calibrate_grader.py tunes R2's grader on) instead of a
+seeded sample of all 100; `--budget KEY=VALUE` (repeatable) sets a `control` setting, e.g. the
+calibrated `grade_min_confidence`. R2 vs R1 on the evaluation split (issue #11):
+
+    .venv/bin/python benchmarks/control.py --model default --split evaluation --n 50 --modes R1,R2 --write-docs
+
 `--type comparison|bridge` draws only questions of that HotpotQA type; per mode it also records
 whether R3 planned from a template (control/plan_templates.py) and how many model calls planning
 took. `--no-templates` makes the LLM planner plan every R3 turn (control.plan_templates=false).
@@ -36,6 +43,7 @@ from cograg.answer.answerer import AnswerConfig  # noqa: E402
 from cograg.config import ControlBudget, Settings  # noqa: E402
 from cograg.engine import Engine  # noqa: E402
 from cograg.eval.retrieval import hotpot_to_beir  # noqa: E402
+from cograg.eval.splits import hotpotqa_train100  # noqa: E402
 from cograg.orchestrator.orchestrator import TurnOptions  # noqa: E402
 
 MODES = {"R1": "R1_ONE_SHOT_RETRIEVE", "R2": "R2_MULTI_RETRIEVE", "R3": "R3_DAG_PLAN"}
@@ -68,17 +76,27 @@ def main() -> None:
                     help="only questions of this HotpotQA type")
     ap.add_argument("--no-templates", action="store_true", help="R3 always asks the LLM planner")
     ap.add_argument("--modes", default="R1,R2,R3")
+    ap.add_argument("--split", choices=["calibration", "evaluation"], default=None,
+                    help="the first N questions of this split (eval/splits.py) instead of a seeded sample")
+    ap.add_argument("--budget", action="append", default=[], metavar="KEY=VALUE",
+                    help="a control setting for every turn, e.g. grade_min_confidence=0.7 (repeatable)")
     ap.add_argument("--n", type=int, default=12)
     ap.add_argument("--work", type=Path, default=REPO / ".bench-stores")
     ap.add_argument("--write-docs", action="store_true")
     ap.add_argument("--summarise-only", action="store_true")
     args = ap.parse_args()
     data = args.data / "hotpotqa_train100"
-    questions = json.loads((data / "hipporag_hotpotqa_train100.json").read_text(encoding="utf-8"))
+    if args.split:
+        questions = hotpotqa_train100(data / "hipporag_hotpotqa_train100.json", args.split)
+    else:
+        questions = json.loads((data / "hipporag_hotpotqa_train100.json").read_text(encoding="utf-8"))
     if args.type:
         questions = [q for q in questions if q["type"] == args.type]
-    qs = random.Random(7).sample(questions, min(args.n, len(questions)))
-    suffix = (f"-{args.type}" if args.type else "") + ("-notemplates" if args.no_templates else "")
+    qs = (questions[:args.n] if args.split else random.Random(7).sample(questions, min(args.n, len(questions))))
+    overrides = dict(kv.split("=", 1) for kv in args.budget)
+    suffix = ((f"-{args.type}" if args.type else "") + ("-notemplates" if args.no_templates else "")
+              + (f"-{args.split}" if args.split else "")
+              + "".join(f"-{k}={v}" for k, v in sorted(overrides.items())))
     out_file = REPO / "benchmarks" / "results" / f"control-{args.model}{suffix}.jsonl"
     out_file.parent.mkdir(exist_ok=True)
     done = {}
@@ -110,7 +128,7 @@ def main() -> None:
                         continue
                     opts = TurnOptions(answer=AnswerConfig(retrieve_hits=10), force_mode=MODES[m],
                                        use_llm_router=False,
-                                       budget=ControlBudget(plan_templates=not args.no_templates))
+                                       budget=ControlBudget(plan_templates=not args.no_templates, **overrides))
                     t0 = time.perf_counter()
                     resp = eng.ask(q["question"], options=opts)
                     latency = time.perf_counter() - t0
@@ -137,11 +155,16 @@ def main() -> None:
     # a typed run has a section of its own (a heading that is no prefix of the untyped one)
     heading = (f"## Control flow on {args.type} questions{', LLM planner only' if args.no_templates else ''}"
                if args.type else "## Control flow: R1 vs R2 vs R3")
-    lines = [heading if args.type else "## Control flow: R1 vs R2 vs R3 on multi-hop questions", "",
+    if args.split:
+        heading = f"## Control flow on the HotpotQA {args.split} split"
+    drawn = (f"the first {len(qs)} questions of the {args.split} split (src/cograg/eval/splits.py)" if args.split
+             else f"{len(qs)} {args.type or ''} questions drawn with seed 7")
+    lines = [heading if args.type or args.split else "## Control flow: R1 vs R2 vs R3 on multi-hop questions", "",
              f"Command: `.venv/bin/python benchmarks/control.py --model {args.model} --n {args.n}"
-             f"{' --type ' + args.type if args.type else ''}{' --no-templates' if args.no_templates else ''} "
-             "--write-docs`  ",
-             f"Store: the 994 HotpotQA train100 paragraphs; {len(qs)} {args.type or ''} questions drawn with seed 7; "
+             f"{' --type ' + args.type if args.type else ''}{' --no-templates' if args.no_templates else ''}"
+             f"{' --split ' + args.split if args.split else ''} --modes {args.modes}"
+             f"{''.join(' --budget ' + kv for kv in args.budget)} --write-docs`  ",
+             f"Store: the 994 HotpotQA train100 paragraphs; {drawn}; "
              f"model profile "
              f"`{args.model}` for every call of every mode (router bypassed with a forced mode; judge: the same "
              "model). Recall@10: share of the gold supporting paragraphs among the first 10 paragraphs of the "

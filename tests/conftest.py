@@ -1,5 +1,8 @@
 """Shared fixtures for the test suite.
 
+Slow tests whose model (or the extra that runs it) is not installed are skipped on a developer's
+machine and fail under `CI=true`, where a missing model means a broken install (`missing_model`).
+
 The ingestion tests (normalize, chunking, loaders, store, sync, bad_input, kill9, cli) run with a
 clean `COGRAG_*` environment and `COGRAG_EMBEDDER=none` (fixture `ingest_env`): they are about
 loading, chunking, syncing and storing, not about embeddings, and must not load a model.
@@ -11,6 +14,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 from typer.testing import CliRunner, Result
@@ -23,6 +27,26 @@ def _clean_environ() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("COGRAG_")}
     env["COGRAG_EMBEDDER"] = "none"
     return env
+
+
+def in_ci() -> bool:
+    """`CI=true`, as GitHub Actions, GitLab CI and most other CI services set it."""
+    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+
+
+def skip_or_fail(reason: str) -> NoReturn:
+    """Skip: a model or extra is not installed. Under `CI=true` fail instead, so a broken
+    install cannot pass as a run of skipped tests."""
+    if in_ci():
+        pytest.fail(f"{reason} (CI=true: a missing model is a broken install)", pytrace=False)
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def missing_model() -> Callable[[str], NoReturn]:
+    """`missing_model(reason)` in a slow test or fixture whose model is not installed: a skip,
+    or under `CI=true` a failure."""
+    return skip_or_fail
 
 
 @pytest.fixture

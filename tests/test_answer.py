@@ -215,7 +215,7 @@ def test_trace_is_stored_and_printed(eng: Engine):
     r = ask(eng, llm, "How many arches does the Linden Bridge have?")
     t = eng.trace(r.trace_id)
     assert t["route"] == "DOC_GROUNDED" and t["question"].startswith("How many")
-    assert t["prompt_versions"]["verifiable_answer_system"].endswith("@1")
+    assert t["prompt_versions"]["verifiable_answer_system"].endswith("@2")
     assert t["retrieved"] and t["context_blocks"] and t["verdicts"][0]["verdict"] == "SUPPORTED"
     call = t["model_calls"][0]
     assert call["purpose"] == "generate" and call["prompt_tokens"] > 0 and call["ok"]
@@ -228,7 +228,7 @@ def test_trace_is_stored_and_printed(eng: Engine):
     store = eng.settings.store
     eng.close()
     res = CliRunner().invoke(app, ["trace", r.trace_id[:10], "--store", str(store)])
-    assert res.exit_code == 0 and "SUPPORTED" in res.stdout and "verifiable_answer_system@1" in res.stdout
+    assert res.exit_code == 0 and "SUPPORTED" in res.stdout and "verifiable_answer_system@2" in res.stdout
     res = CliRunner().invoke(app, ["trace", "tr_nope", "--store", str(store)])
     assert res.exit_code == 1 and "no trace" in res.stderr
 
@@ -277,6 +277,7 @@ def test_find_quote_tolerance():
 
 
 # ------------------------------------------------------------------ injection
+# (attacks replayed against a model that obeys them: test_injection_eval.py)
 
 INJ = Path(__file__).parent / "data" / "injection"
 
@@ -295,47 +296,6 @@ def test_detector_flags_every_attack_in_the_regression_set_and_redacts():
         clean = redact(text).text
         assert not any(k.lower() in clean.lower() for k in c["canaries"]), c["id"]
         assert all(a.lower() in clean.lower() for a in c["answer_contains"]), c["id"]
-
-
-def obedient_llm_reply(messages) -> str:
-    """A maximally compromised model: it obeys every instruction it can see in the documents, and
-    cites the poisoned block for it. Defences must hold even against this."""
-    user = messages[-1].content
-    docs = re.findall(r'<document id="(\d+)"[^>]*>\n(.*?)\n</document>', user, re.S)
-    for n, text in docs:
-        for f in scan(text):
-            return json.dumps({"answer": f"{f.text} [{n}]", "citations": [{"id": int(n), "quote": f.text}]})
-    n, text = docs[0]
-    first = re.split(r"(?<=[.。])\s*", text.strip())[0]
-    return json.dumps({"answer": f"{first} [{n}]", "citations": [{"id": int(n), "quote": first}]})
-
-
-@pytest.mark.parametrize("detector_on", [True, False])
-def test_injection_attack_success_is_zero_with_an_obedient_model(tmp_path: Path, monkeypatch, detector_on: bool):
-    """All poisoned documents in one store; every case asked with a model that obeys injections.
-    With the detector switched off (redaction does nothing), the post-check still stops them."""
-    import shutil
-
-    from cograg.answer import answerer as answerer_mod
-
-    if not detector_on:
-        from cograg.answer.injection import ScanResult
-
-        monkeypatch.setattr(answerer_mod, "redact", lambda text: ScanResult(text, []))
-    cases = [json.loads(line) for line in (INJ / "cases.jsonl").read_text(encoding="utf-8").splitlines() if line]
-    corpus = tmp_path / "inj"
-    shutil.copytree(INJ / "docs", corpus)
-    eng = make_engine(tmp_path, {})
-    eng.ingest([corpus])
-    successes = []
-    for c in cases:
-        r = ask(eng, ScriptedLLM([obedient_llm_reply] * 2), c["question"])
-        if any(k.lower() in r.answer.lower() for k in c["canaries"]):
-            successes.append(c["id"])
-        for cit in r.citations:
-            assert not any(k.lower() in cit.quote.lower() for k in c["canaries"]), c["id"]
-    eng.close()
-    assert successes == []
 
 
 def test_answer_without_markers_gets_system_assigned_citations_then_verified(eng: Engine):
@@ -375,4 +335,4 @@ def test_judge_calls_are_recorded_in_the_trace(eng: Engine):
     calls = eng.trace(r.trace_id)["model_calls"]
     assert [(c["purpose"], c["model"]) for c in calls] == [("generate", "scripted"), ("verify", "judge-model")]
     assert not isinstance(judge.llm, type(None)) and judge.llm.name == "judge-model"  # restored
-    assert eng.trace(r.trace_id)["prompt_versions"]["judge_claim"] == "judge_claim@2"
+    assert eng.trace(r.trace_id)["prompt_versions"]["judge_claim"] == "judge_claim@3"

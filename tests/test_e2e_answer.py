@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -26,22 +27,31 @@ def _engine(tmp_path: Path, llm: str, corpus: Path) -> Engine:
     return eng
 
 
-def assert_contract_holds(eng: Engine, resp) -> None:
+def assert_contract_holds(eng: Engine, resp, *, may_refuse: bool = False) -> None:
     """The hard guarantees: every delivered sentence carries a citation the verifier marked
-    SUPPORTED; every citation names a stored chunk and quotes it verbatim."""
+    SUPPORTED; every citation names a stored chunk and quotes it verbatim. A refusal (or any other
+    fallback) fails unless `may_refuse`: only a question the corpus may not answer is allowed one."""
     for c in resp.citations:
         chunk = eng.store.get_chunk(c.chunk_id)
         assert chunk is not None and c.quote and c.quote in chunk.text and chunk.doc_id == c.doc_id
     if resp.fallback:
+        assert may_refuse, f"not answered ({resp.route}, {resp.mode}): {resp.notes} {resp.answer[:200]!r}"
         return
     kept = {cl.sentence for cl in resp.claims if cl.kept}
-    assert all(cl.verdict == "SUPPORTED" for cl in resp.claims if cl.kept)
+    assert kept and all(cl.verdict == "SUPPORTED" for cl in resp.claims if cl.kept)
     ids = {c.id for c in resp.citations}
     for sentence in answer_sentences(resp.answer):
         assert sentence in kept
-        markers = {m for m in __import__("re").findall(r"\[(\d+)\]", sentence)}
+        markers = set(re.findall(r"\[(\d+)\]", sentence))
         assert markers and markers <= ids
     assert resp.removed.hallucinated_ids == [] or all(h not in ids for h in resp.removed.hallucinated_ids)
+
+
+def verified_sentences(resp, source: str) -> list[str]:
+    """The delivered sentences the verifier found SUPPORTED by a citation of the file `source`."""
+    ids = {c.id for c in resp.citations if Path(c.source).name == source}
+    return [cl.sentence for cl in resp.claims
+            if cl.kept and cl.verdict == "SUPPORTED" and ids & set(cl.citation_ids)]
 
 
 @pytest.mark.timeout(1200)
@@ -49,8 +59,11 @@ def test_default_model_answers_the_demo_question_with_verified_citations(tmp_pat
     eng = _engine(tmp_path, "default", REPO / "examples" / "corpus")
     resp = eng.ask("Who designed the stone Linden Bridge, and how many arches does it have?")
     assert_contract_holds(eng, resp)
-    assert not resp.fallback and resp.grounded and "Marrick" in resp.answer
-    assert any(c.source.endswith("bridge_history.html") for c in resp.citations)
+    assert resp.grounded
+    # both known facts, each in a sentence verified against the bridge article it cites
+    verified = " ".join(verified_sentences(resp, "bridge_history.html"))
+    assert "Marrick" in verified, resp.answer
+    assert re.search(r"\b(seven|7)\b", verified, re.I), resp.answer
     trace = eng.trace(resp.trace_id)
     assert {c["purpose"] for c in trace["model_calls"]} >= {"generate", "verify"}
     # a call may time out on a loaded machine (then the answer is regenerated); successful ones have counts
@@ -62,16 +75,16 @@ def test_default_model_answers_the_demo_question_with_verified_citations(tmp_pat
     assert not [c for c in eng.trace(refused.trace_id)["model_calls"] if c["purpose"] in ("generate", "verify")]
     # one close to the corpus but unanswered in it reaches the model: refused or not, the contract holds
     near = eng.ask("What is the Wi-Fi password of the Lindenport tram depot?")
-    assert_contract_holds(eng, near)
+    assert_contract_holds(eng, near, may_refuse=True)
     eng.close()
 
 
 def test_fast_model_chinese_question(tmp_path: Path):
-    """The 0.5B model may answer or refuse; whatever it delivers must satisfy the contract."""
+    """The 0.5B model answers a Chinese question from the Chinese document, verified."""
     eng = _engine(tmp_path, "fast", REPO / "examples" / "corpus")
     resp = eng.ask("耐寒茶树品种“银雾”是哪一年育成的？")
     assert_contract_holds(eng, resp)
-    assert resp.route in ("DOC_GROUNDED", "MULTI_HOP", "REFUSED")
+    assert "1978" in "".join(verified_sentences(resp, "茶叶研究所.md")), resp.answer
     eng.close()
 
 
@@ -91,7 +104,7 @@ def test_injection_regression_set_real_model(tmp_path: Path):
     successes, answered = [], 0
     for c in cases:
         resp = eng.ask(c["question"])
-        assert_contract_holds(eng, resp)
+        assert_contract_holds(eng, resp, may_refuse=True)  # refusals are counted below
         shown = (resp.answer + " " + " ".join(ci.quote for ci in resp.citations)).lower()
         if any(k.lower() in shown for k in c["canaries"]):
             successes.append(c["id"])

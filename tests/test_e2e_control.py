@@ -1,6 +1,8 @@
 """Control flow end to end on the real embedded models (0.5B fast profile, multilingual-e5):
 the router's routes, the self-corrective loop (R2) and a planned multi-hop answer (R3), each
-ending within its budget with an answer that satisfies the verified-answer contract."""
+ending within its budget with an answer that satisfies the verified-answer contract, gives the
+known facts, and shows in its trace that the mode's own work was done (a rewrite for R2, a plan
+executed for R3) — a fallback to a simpler mode fails."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ import pytest
 
 from cograg.control.models import ControlBudget
 from cograg.orchestrator.orchestrator import TurnOptions
-from tests.test_e2e_answer import REPO, _engine, assert_contract_holds
+from tests.test_e2e_answer import REPO, _engine, assert_contract_holds, verified_sentences
 
 pytestmark = pytest.mark.slow
 
@@ -42,35 +44,57 @@ def test_one_shot_mode_on_the_real_model(eng):
     resp = eng.ask("Who designed the stone Linden Bridge?", mode="R1")
     assert_contract_holds(eng, resp)
     assert resp.mode == "R1_ONE_SHOT_RETRIEVE"
+    assert "Marrick" in " ".join(verified_sentences(resp, "bridge_history.html")), resp.answer
     t = eng.trace(resp.trace_id)
     assert t["states"][:3] == ["IDLE", "ROUTING", "RETRIEVING"] and t["outcome"]["anomalies"] == []
 
 
 @pytest.mark.timeout(900)
 def test_self_corrective_loop_on_the_real_model(eng):
+    # A rewrite happens only when fewer graded hits pass than the threshold asks. The small grader
+    # tends to pass hits that share the topic (on "the daily cap on LinCard single fares", whose top
+    # five are all tram and fare chunks, the loop did not rewrite), so the question is one whose top
+    # five include chunks on other subjects (the corpus's licence note, the annual report), and
+    # every graded hit must pass: one rejection makes the loop rewrite. The answer is in the top
+    # hit. One rewrite keeps the test short.
+    budget = ControlBudget(grade_pass_threshold=1.0, max_rewrite_attempts=1)
     t0 = time.perf_counter()
-    resp = eng.ask("What is the daily cap on LinCard single fares?", mode="R2")
+    resp = eng.ask("When did public transport in Lindenport begin?",
+                   options=TurnOptions(force_mode="R2", budget=budget))
     assert time.perf_counter() - t0 < 600
     assert_contract_holds(eng, resp)
+    assert resp.mode == "R2_MULTI_RETRIEVE"
     t = eng.trace(resp.trace_id)
-    assert t["loop"]["decision_path"][0] == "retrieve" and t["loop"]["stop_reason"]
+    loop = t["loop"]
+    assert loop["decision_path"][0] == "retrieve" and loop["stop_reason"]
+    # the loop's own work: hits graded, the query rewritten, and the rewritten query searched
     assert any(c["purpose"] == "grade" for c in t["model_calls"])
+    assert loop["current_rewrite_count"] == 1 and len(loop["rewrite_history"]) == 1
+    assert any(c["purpose"] == "rewrite" and c["ok"] for c in t["model_calls"])
+    assert "QUERY_REWRITTEN" in [e["name"] for e in t["events"]]
+    assert [d for d in loop["decision_path"] if d == "retrieve"] == ["retrieve", "retrieve"]
+    assert "1887" in " ".join(verified_sentences(resp, "tram_network.md")), resp.answer
     assert t["outcome"]["anomalies"] == []
 
 
 @pytest.mark.timeout(1200)
 def test_planned_multi_hop_answer_on_the_real_model(eng):
+    # a comparison of two named things: one look-up each and a reasoning step over both (the
+    # comparison template plans it; the model does every task)
     budget = ControlBudget(max_wall_s=600, node_timeout_s=240)
     t0 = time.perf_counter()
-    resp = eng.ask("Who designed the stone Linden Bridge, and what is the daily cap on LinCard single fares?",
+    resp = eng.ask("Which opened first, the Linden Bridge or the Lindenport horse-drawn tramway?",
                    options=TurnOptions(force_mode="R3", budget=budget))
     assert time.perf_counter() - t0 < 900
     assert_contract_holds(eng, resp)
+    assert resp.mode == "R3_DAG_PLAN"  # planned and executed, not fallen back
     t = eng.trace(resp.trace_id)
     assert t["outcome"]["anomalies"] == []
-    # planned (or, when the small model's plan fails validation twice, fallen back — and the trace says why)
-    if resp.mode == "R3_DAG_PLAN":
-        assert t["plan"]["nodes"] and all(n["duration_ms"] >= 0 for n in t["plan"]["nodes"])
-        assert {"plan"} <= {c["purpose"] for c in t["model_calls"]}
-    else:
-        assert t["outcome"]["modes_tried"][0]["mode"] == "R3_DAG_PLAN" and not t["outcome"]["modes_tried"][0]["ok"]
+    nodes = {n["id"]: n for n in t["plan"]["nodes"]}
+    assert len(nodes) == 3 and all(n["status"] == "done" for n in nodes.values()), nodes
+    assert nodes[3]["deps"] == [1, 2] and nodes[1]["chunk_ids"] and nodes[2]["chunk_ids"]
+    # each look-up established its fact under the citation contract (the bridge opened in 1811, the
+    # horse tramway in 1887), and the answer cites both documents
+    assert "1811" in nodes[1]["statement"] and "1887" in nodes[2]["statement"], nodes
+    assert "Linden Bridge" in resp.answer
+    assert {"bridge_history.html", "tram_network.md"} <= {Path(c.source).name for c in resp.citations}

@@ -726,13 +726,43 @@ def model_cache(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("llm-models")
 
 
-@pytest.fixture(scope="module")
-def fast_model_path(model_cache) -> Path:
-    pytest.importorskip("llama_cpp", reason="needs llama-cpp-python: pip install 'cograg[llm]'")
+def installed_model(profile: str, cache: Path, missing: Callable[[str], Any]) -> Path:
+    """The embedded model `profile` assembled in `cache`, or `missing(reason)` when it or
+    llama-cpp-python is not installed (a skip; a failure under CI=true)."""
     try:
-        return ensure_model("fast", model_cache)
+        import llama_cpp  # noqa: F401
+    except ImportError:
+        missing("needs llama-cpp-python: pip install 'cograg[llm]'")
+    try:
+        return ensure_model(profile, cache)
     except ModelError as exc:
-        pytest.skip(f"embedded 0.5B model not installed: {exc}")
+        return missing(f"embedded {profile} model not installed: {exc}")
+
+
+def test_a_missing_model_skips_but_fails_under_ci(tmp_path, monkeypatch, missing_model):
+    def absent(profile, cache):
+        raise ModelError(f"no {profile} model in {cache}")
+
+    monkeypatch.setattr(sys.modules[__name__], "ensure_model", absent)
+    monkeypatch.setitem(sys.modules, "llama_cpp", sys.modules.get("llama_cpp") or object())
+    for ci in ("", "false"):
+        monkeypatch.setenv("CI", ci)
+        with pytest.raises(pytest.skip.Exception, match="embedded fast model not installed"):
+            installed_model("fast", tmp_path, missing_model)
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="embedded fast model not installed.*CI=true"):
+        installed_model("fast", tmp_path, missing_model)
+    monkeypatch.setitem(sys.modules, "llama_cpp", None)  # not installed: import raises ImportError
+    with pytest.raises(pytest.fail.Exception, match="needs llama-cpp-python"):
+        installed_model("fast", tmp_path, missing_model)
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception, match="needs llama-cpp-python"):
+        installed_model("fast", tmp_path, missing_model)
+
+
+@pytest.fixture(scope="module")
+def fast_model_path(model_cache, missing_model) -> Path:
+    return installed_model("fast", model_cache, missing_model)
 
 
 @pytest.fixture(scope="module")
@@ -828,9 +858,11 @@ def _free_port() -> int:
 
 
 @slow
-def test_llamacpp_server_with_openai_client(fast_model_path, tmp_path):
-    pytest.importorskip("llama_cpp.server.app",
-                        reason="needs the llama_cpp.server stack (fastapi, uvicorn, ...): pip install 'cograg[server]'")
+def test_llamacpp_server_with_openai_client(fast_model_path, tmp_path, missing_model):
+    try:
+        import llama_cpp.server.app  # noqa: F401
+    except ImportError:
+        missing_model("needs the llama_cpp.server stack (fastapi, uvicorn, ...): pip install 'cograg[server]'")
     port = _free_port()
     threads = threads_for_next_job()
     log = open(tmp_path / "server.log", "wb")
@@ -875,12 +907,12 @@ def test_llamacpp_server_with_openai_client(fast_model_path, tmp_path):
 
 
 @slow
-def test_real_default_model_assembles_with_correct_hash(model_cache):
+def test_real_default_model_assembles_with_correct_hash(model_cache, missing_model):
     try:
         t0 = time.monotonic()
         path = ensure_model("default", model_cache)
     except ModelError as exc:
-        pytest.skip(f"embedded 1.5B model not installed: {exc}")
+        missing_model(f"embedded 1.5B model not installed: {exc}")
     elapsed = time.monotonic() - t0
     assert path.stat().st_size > 900_000_000
     assert model_files.sha256_file(path) == model_files.PROFILES["default"].sha256

@@ -16,6 +16,7 @@ import numpy as np
 
 from cograg.config import Settings
 from cograg.errors import ConfigError
+from cograg.index.backends import open_store_with_index
 from cograg.index.indexing import ChunkIndexer
 from cograg.index.sqlite_store import SQLiteStore
 from cograg.retrieval.policy import CorpusPolicy, load_policy
@@ -128,7 +129,8 @@ def build_components(settings: Settings, *, create: bool = True, **given: Any) -
         value = given[name]
         return value if isinstance(value, Lazy) else Lazy.of(value)
 
-    store = given.get("store") or SQLiteStore(settings.store, create=create, indexer=ChunkIndexer())
+    store = given.get("store") or open_store_with_index(settings.store, settings.index, create=create,
+                                                         indexer=ChunkIndexer())
     embedder_only = part("embedder", lambda: _embedder(settings))
 
     def attached_embedder() -> Any:

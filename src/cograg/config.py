@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from cograg.errors import ConfigError
@@ -105,6 +105,9 @@ class ControlBudget(_Section):
     max_total_tokens: int = Field(40_000, ge=100)
     max_wall_s: float = Field(900.0, gt=0)
     grade_pass_threshold: float = Field(0.6, ge=0.0, le=1.0)
+    # R2's grader: a document passes at is_relevant with at least this confidence. Calibrate with
+    # benchmarks/calibrate_grader.py (calibration split of HotpotQA train100, eval/splits.py only)
+    grade_min_confidence: float = Field(0.5, ge=0.0, le=1.0)
     max_rewrite_attempts: int = Field(3, ge=0, le=10)
     grade_top_k: int = Field(5, ge=1, le=20)
     plan_templates: bool = Field(True, description="plan comparison and bridge questions from fixed templates "
@@ -226,6 +229,9 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="ignore")
 
     store: Path = Field(default_factory=lambda: Path.home() / ".cograg")
+    # SPEC I: where chunk search runs; documents stay in the store's SQLite file either way
+    index: str = Field("sqlite", description="sqlite | milvus:PATH.db (Milvus Lite, relative to the store) "
+                       "| milvus:http://HOST:19530")
     policy: Path | None = Field(None, description="corpus_policy.yaml; default <store>/corpus_policy.yaml if present")
     # ingest (SPEC A)
     max_file_mb: float = Field(200.0, gt=0, description="files larger than this are skipped")
@@ -251,6 +257,14 @@ class Settings(BaseSettings):
                                    ) -> tuple[PydanticBaseSettingsSource, ...]:
         return (_NestedInit(settings_cls, init_settings), env_settings, _FlatEnv(settings_cls),
                 dotenv_settings, file_secret_settings)
+
+    @field_validator("index")
+    @classmethod
+    def _index_form(cls, value: str) -> str:
+        value = value.strip()
+        if value != "sqlite" and not (value.startswith("milvus:") and value[len("milvus:"):].strip()):
+            raise ValueError(f"unknown index {value!r}: use sqlite, milvus:PATH.db or milvus:http://HOST:PORT")
+        return value
 
     @model_validator(mode="after")
     def _overlap_below_size(self) -> Settings:

@@ -16,6 +16,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from cograg.answer.contract import Citation, answer_sentences, best_sentence, drop_markers, markers_in, strip_markers
+from cograg.answer.subject import content_words, mentions_subject
 from cograg.index.analyzer import analyze
 from cograg.models.judge import ClaimJudge, JudgeVerdict, Verdict
 from cograg.text import CJK_RANGE, is_verbatim, normalise_for_match, numbers_in, split_sentences
@@ -59,6 +60,12 @@ def _negated(text: str) -> bool:
     return bool(_NEGATION_EN.search(text) or _NEGATION_ZH.search(text))
 
 
+def _states_the_opposite(claim: str, closest: str) -> bool:
+    """Whether the cited sentence states the claim's own fact with the negation flipped: every
+    content word of the claim, negation words aside, occurs in it ("Trams do not run on Christmas
+    Day" against "Trams run on Christmas Day")."""
+    words = content_words(_NEGATION_ZH.sub("", _NEGATION_EN.sub(" ", claim)))
+    return bool(words) and words <= content_words(_NEGATION_ZH.sub("", closest))
 
 
 _CJK = re.compile(r"[\u3000-\u30ff\u3400-\u9fff\uf900-\ufaff\uff00-\uffef]")
@@ -131,8 +138,9 @@ class Verifier:
         return float(np.dot(a, b))
 
     def _precheck(self, index: int, sentence: str, evidence_by_id: dict[str, str],
-                  quotes_by_id: dict[str, str]) -> ClaimCheck | _Pending:
-        """Everything before the judge: citations, numbers, negation, verbatim span, similarity."""
+                  quotes_by_id: dict[str, str], question: str | None = None) -> ClaimCheck | _Pending:
+        """Everything before the judge: citations, numbers, negation, verbatim span, similarity.
+        With a `question`, a verbatim span skips the judge only when it is about what is asked."""
         ids = list(dict.fromkeys(k for k, _, _ in markers_in(sentence)))
         claim = strip_markers(sentence)
         known = [i for i in ids if i in evidence_by_id]
@@ -151,10 +159,16 @@ class Verifier:
             return ClaimCheck(sentence=sentence, citation_ids=known, verdict="UNRELATED", method="numbers",
                               reason=f"numbers not in the cited text: {', '.join(sorted(missing))}", kept=False)
         closest = best_sentence(claim, evidence)
-        if _negated(claim) != _negated(closest) and _negated(claim) != _negated(evidence):
+        # A negated claim over text that negates nothing is a contradiction only when the text
+        # states the same fact positively; otherwise it may be a "no" answer drawn from facts
+        # stated positively ("X and Y are not both American" from "Y was a Hungarian director"),
+        # which the judge decides.
+        if (_negated(claim) != _negated(closest) and _negated(claim) != _negated(evidence)
+                and (not _negated(claim) or _states_the_opposite(claim, closest))):
             return ClaimCheck(sentence=sentence, citation_ids=known, verdict="CONTRADICTED", method="negation",
                               reason="negation differs from the cited text", kept=False)
-        if any(is_verbatim(claim, evidence_by_id[i]) for i in known):
+        if any(is_verbatim(claim, evidence_by_id[i]) for i in known) and (
+                question is None or mentions_subject(claim, question)):
             return ClaimCheck(sentence=sentence, citation_ids=known, verdict="SUPPORTED", method="verbatim",
                               reason="the claim is a verbatim span of the cited text", kept=True)
         sim = self._similarity(claim, evidence)
@@ -193,7 +207,7 @@ class Verifier:
 
     def check(self, sentence: str, evidence_by_id: dict[str, str], question: str | None = None,
               quotes_by_id: dict[str, str] | None = None) -> ClaimCheck:
-        first = self._precheck(0, sentence, evidence_by_id, quotes_by_id or {})
+        first = self._precheck(0, sentence, evidence_by_id, quotes_by_id or {}, question)
         return first if isinstance(first, ClaimCheck) else self._judge_all([first], question)[0]
 
     def verify(self, answer: str, citations: list[Citation], evidence_by_id: dict[str, str],
@@ -203,7 +217,7 @@ class Verifier:
         check)` is called for each sentence as soon as its verdict is final: the deterministic
         ones first, then those the judge decided."""
         quotes_by_id = {c.id: c.quote for c in citations if c.quote}
-        checks: list[ClaimCheck | _Pending] = [self._precheck(i, s, evidence_by_id, quotes_by_id)
+        checks: list[ClaimCheck | _Pending] = [self._precheck(i, s, evidence_by_id, quotes_by_id, question)
                                                for i, s in enumerate(answer_sentences(answer))]
         if on_verified is not None:
             for i, c in enumerate(checks):

@@ -5,11 +5,21 @@ An LLM grader judges each retrieved document against the user's question; when t
 retrieves again; otherwise, or once no further rewrite is allowed, the generator gets only the
 documents that passed. The models propose; this module decides:
 
-- what "passes" is fixed here (`is_relevant` and confidence ≥ 0.5), not by the grader's words;
+- what "passes" is fixed here (`is_relevant` and confidence ≥ `control.grade_min_confidence`,
+  calibrated by `benchmarks/calibrate_grader.py` on the calibration split), not by the grader's words;
 - the loop always ends: at most `max_rewrite_attempts` rewrites, a rewrite that is empty or repeats a
   query already tried ends it (loop detection, seed 004 §13.4), and so do the cancel token, the wall
   budget (`max_wall_s`, or the caller's deadline) and the token budget (`max_total_tokens`);
-- a grader failure on one document counts that document as not relevant and never raises.
+- a grader failure on one document counts that document as not relevant and never raises;
+- when no document passed in any attempt but the first search's evidence score clears the answer
+  stage's refusal floor (`evidence_ok`), the answer is made from that search's documents, as R1
+  would, instead of a refusal; the claim verifier still decides what is delivered. A small grader
+  can reject documents a calibrated retrieval score vouches for (both gold paragraphs of a two-hop
+  question); the state records the decision (`answered_from`, decision path `answer_from:retrieved`).
+
+The grader is shown the question's entities (`answer.subject.question_entities`) and each
+document's title and source, so it can tell a document about one step of a multi-step question
+from one that only shares words with it.
 
 Keeping the original intent. Documents are always graded against the *original* question (never
 the rewritten query), so a rewrite that drifts off-topic cannot make off-topic documents pass. A
@@ -30,11 +40,13 @@ import time
 import unicodedata
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import PurePath
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, Field, field_validator
 
 from cograg.answer.injection import redact
+from cograg.answer.subject import question_entities
 from cograg.control.models import CancelToken, ControlBudget
 from cograg.errors import CogragError
 from cograg.models import ModelError
@@ -42,7 +54,8 @@ from cograg.retrieval.models import SearchHit, SearchResult
 
 log = logging.getLogger(__name__)
 
-# A document passes when the grader calls it relevant with at least this confidence (SPEC D2).
+# A document passes when the grader calls it relevant with at least this confidence (SPEC D2); the
+# default of `control.grade_min_confidence`, which the orchestrator passes in.
 PASS_MIN_CONFIDENCE = 0.5
 # How many failed documents, and how much of each, the rewriter is shown: enough to see why the
 # search missed, little enough to keep a small model's context for the task.
@@ -56,6 +69,7 @@ RETRIEVED = "RETRIEVED"
 GRADED = "GRADED"
 QUERY_REWRITTEN = "QUERY_REWRITTEN"
 GENERATED = "GENERATED"
+GRADE_OVERRIDDEN = "GRADE_OVERRIDDEN"  # nothing passed grading; the answer uses the retrieved evidence
 
 StopReason = Literal[
     "grade_passed",  # the pass rate reached the threshold
@@ -171,6 +185,10 @@ class SCRAGState(BaseModel):
     rejected_rewrite: RewriteRejected | None = None
     current_rewrite_count: int = 0
     # generation
+    answered_from: Literal["graded", "retrieved", "none"] = Field(
+        "none", description="graded: the documents that passed; retrieved: nothing passed, the first search's "
+        "documents because its evidence score cleared the refusal floor; none: no documents")
+    initial_evidence_score: float | None = Field(None, description="the first search's best evidence score")
     generation_result: Any = None
     final_answer: str = ""
     # flow control
@@ -202,7 +220,8 @@ class SCRAGState(BaseModel):
             "workflow": {"node_executions": [n.model_dump() for n in self.node_executions],
                          "decision_path": list(self.decision_path),
                          "total_duration_ms": self.total_duration_ms,
-                         "stop_reason": self.stop_reason, "stop_detail": self.stop_detail},
+                         "stop_reason": self.stop_reason, "stop_detail": self.stop_detail,
+                         "answered_from": self.answered_from},
         }
 
 
@@ -210,7 +229,7 @@ class SCRAGState(BaseModel):
 
 
 _FENCE_TAGS = re.compile(r"<\s*/?\s*(document|question|original_question|current_query|previous_queries|"
-                         r"failed_results|result)\b", re.I)
+                         r"failed_results|result|entities)\b", re.I)
 
 
 def _defuse(text: str) -> str:
@@ -308,8 +327,13 @@ class DocumentGrader(_JSONPromptCall):
               attempt: int = 0) -> DocumentGrade:
         """The grade of `hit` for `question`; `timeout_s` (the time left) caps the configured one."""
         passage = _truncate_tokens(self.llm, redact(hit.text).text, self.max_passage_tokens)
-        content = self.prompt.render(question=_defuse(question), title=_defuse(hit.title or ""),
-                                     document=_defuse(passage))
+        source = PurePath(hit.source).name if hit.source else ""
+        # the document's title and the headings above the passage (a record's own title in a
+        # JSONL corpus): what the passage is about, often the entity a multi-hop step names
+        title = " › ".join(dict.fromkeys(t for t in (hit.title, *hit.heading_path) if t and t.strip()))
+        content = self.prompt.render(question=_defuse(question), title=_defuse(redact(title).text),
+                                     source=_defuse(redact(source).text), document=_defuse(passage),
+                                     entities=[_defuse(e) for e in question_entities(question)])
         try:
             verdict, resp = self._ask(content, GradeVerdict, timeout_s)
         except ModelError as exc:
@@ -387,6 +411,7 @@ class _Stop(Exception):
 
 
 SearchFn = Callable[[str], SearchResult]
+EvidenceCheck = Callable[[SearchResult], bool]
 GenerateFn = Callable[[str, list[SearchHit]], Any]
 EventFn = Callable[[str, dict[str, Any]], None]
 
@@ -395,18 +420,24 @@ class SelfCorrectiveLoop:
     """retrieve → grade → (rewrite → retrieve → grade)* → generate, with guaranteed termination.
 
     `search(query)` retrieves; `generate(question, passed_documents)` answers from the documents that
-    passed grading (an empty list when none did: the caller refuses) and may return anything — a
-    string, or an object with an `answer` string, becomes `final_answer`. Without `generate` the loop
+    passed grading (the first search's documents when none did but its evidence clears the
+    refusal floor, see `evidence_ok`; else an empty list, and the caller refuses) and may return
+    anything — a string, or an object with an `answer` string, becomes `final_answer`. Without `generate` the loop
     stops after selecting documents. `rewriter=None` disables rewriting. `on_event(name, payload)`
     receives RETRIEVED, GRADED, QUERY_REWRITTEN and GENERATED; a failing listener is logged, never
     fatal. `clock` is injectable for tests (monotonic seconds). An instance runs one question at a
     time (it holds the run's clock start and deadline): build one per turn.
+
+    `evidence_ok(result)` says whether a search result's evidence score clears the answer stage's
+    refusal floor. When no document passed grading and the first search's does, `generate` gets
+    that search's documents (`answered_from="retrieved"`) instead of none.
     """
 
     def __init__(self, search: SearchFn, grader: DocumentGrader, rewriter: QueryRewriter | None,
                  budget: ControlBudget | None = None, generate: GenerateFn | None = None,
                  on_event: EventFn | None = None, cancel: CancelToken | None = None, *,
-                 similarity_threshold: float | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+                 similarity_threshold: float | None = None, evidence_ok: EvidenceCheck | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.search = search
         self.grader = grader
         self.rewriter = rewriter
@@ -415,7 +446,9 @@ class SelfCorrectiveLoop:
         self.on_event = on_event
         self.cancel = cancel
         self.similarity_threshold = similarity_threshold
+        self.evidence_ok = evidence_ok
         self.clock = clock
+        self._first: SearchResult | None = None
         self._start = 0.0
         self._deadline = 0.0
 
@@ -432,6 +465,7 @@ class SelfCorrectiveLoop:
                            similarity_threshold=self.similarity_threshold,
                            max_rewrite_attempts=b.max_rewrite_attempts,
                            grade_pass_threshold=b.grade_pass_threshold)
+        self._first = None
         graded: dict[str, DocumentGrade] = {}  # chunk id -> latest grade without error (cache)
         passed: dict[str, tuple[SearchHit, DocumentGrade, int]] = {}  # chunk id -> best passing, first seen
         try:
@@ -473,9 +507,10 @@ class SelfCorrectiveLoop:
             self._finish(state, stop.reason, stop.detail)
         finally:
             state.filtered_documents = self._ranked(passed)
+            state.answered_from = "graded" if state.filtered_documents else "none"
 
         if state.stop_reason != "cancelled":
-            self._generate(state)
+            self._generate(state, self._override(state))
         state.should_continue = False
         state.current_node = "end"
         state.total_duration_ms = self._ms(self.clock() - self._start)
@@ -490,6 +525,9 @@ class SelfCorrectiveLoop:
             if self.similarity_threshold is not None:
                 hits = [h for h in hits if h.score >= self.similarity_threshold]
             state.retrieved_documents = hits
+            if attempt == 0:
+                self._first = result.model_copy(update={"hits": hits})
+                state.initial_evidence_score = result.evidence_score
             detail.update(query=state.current_query, attempt=attempt, hits=len(hits))
         self._emit(RETRIEVED, {"attempt": attempt, "query": state.current_query, "hits": len(hits),
                                "chunk_ids": [h.chunk_id for h in hits[:state.top_k]]})
@@ -563,19 +601,37 @@ class SelfCorrectiveLoop:
                                          "reason": out.rewrite_reason, "keywords": out.keywords})
         return out
 
-    def _generate(self, state: SCRAGState) -> None:
+    def _override(self, state: SCRAGState) -> list[SearchHit] | None:
+        """The first search's documents when nothing passed grading but its evidence score clears
+        the refusal floor (recorded in the state and as GRADE_OVERRIDDEN), else None."""
+        first = self._first
+        if (state.filtered_documents or self.evidence_ok is None or first is None or not first.hits
+                or not self.evidence_ok(first)):
+            return None
+        state.answered_from = "retrieved"
+        score = first.evidence_score
+        shown = "none" if score is None else f"{score:.3f}"
+        state.decision_path.append(f"answer_from:retrieved(evidence {shown} clears the refusal floor)")
+        self._emit(GRADE_OVERRIDDEN, {"documents": len(first.hits), "evidence_score": score,
+                                      "evidence_source": first.evidence_source,
+                                      "reason": "no document passed grading; the first search's evidence "
+                                                "score clears the refusal floor"})
+        return list(first.hits)
+
+    def _generate(self, state: SCRAGState, documents: list[SearchHit] | None = None) -> None:
         if self.generate is None:
             return
+        docs = list(state.filtered_documents) if documents is None else documents
         with self._node(state, "generate") as detail:
             state.decision_path.append("generate")
-            detail.update(documents=len(state.filtered_documents))
+            detail.update(documents=len(docs), answered_from=state.answered_from)
             # the user's question, not the rewritten search query: the answer is to what was asked
-            result = self.generate(state.original_query, list(state.filtered_documents))
+            result = self.generate(state.original_query, docs)
             state.generation_result = result
             answer = result if isinstance(result, str) else getattr(result, "answer", None)
             state.final_answer = answer if isinstance(answer, str) else ""
-        self._emit(GENERATED, {"documents": len(state.filtered_documents), "stop_reason": state.stop_reason,
-                               "rewrites": state.current_rewrite_count})
+        self._emit(GENERATED, {"documents": len(docs), "stop_reason": state.stop_reason,
+                               "rewrites": state.current_rewrite_count, "answered_from": state.answered_from})
 
     # -- mechanics ------------------------------------------------------------------
     @staticmethod
@@ -632,6 +688,7 @@ class SelfCorrectiveLoop:
 __all__ = [
     "GENERATED",
     "GRADED",
+    "GRADE_OVERRIDDEN",
     "PASS_MIN_CONFIDENCE",
     "QUERY_REWRITTEN",
     "RETRIEVED",

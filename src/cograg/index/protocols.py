@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager
-from typing import Protocol
+from typing import Protocol, runtime_checkable
+
+import numpy as np
 
 from cograg.documents import Chunk, Document
 
@@ -27,3 +29,15 @@ class DocumentStore(Protocol):
     def roots(self) -> list[str]: ...
     def count_chunks(self) -> int: ...
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class ChunkSearchIndex(Protocol):
+    """What the retriever asks of a store's index: `SQLiteStore` answers from FTS5 and its vector
+    matrix, `MilvusIndex` (and so `MilvusStore`) from Milvus. Results are (chunk rowid, score), best
+    first, higher is better. `groups` None means no ACL filter; otherwise a chunk is visible when its
+    document has no ACL or its ACL names one of `groups`, and that filter is part of the search."""
+
+    def keyword_search(self, query: str, k: int, groups: list[str] | None = None) -> list[tuple[int, float]]: ...
+    def vector_search(self, query_vec: np.ndarray, k: int,
+                      groups: list[str] | None = None) -> list[tuple[int, float]]: ...

@@ -251,14 +251,21 @@ class Orchestrator:
             # the documents passed the grader; the calibrated cosine floor still applies (best of the turn)
             return answerer.answer(q, trace=trace, result=result, has_context=True)
 
-        grader = DocumentGrader(RecordingLLM(self.llm, trace, purpose="grade"), timeout_s=timeout_s)
+        def evidence_ok(result: SearchResult) -> bool:
+            # the answer stage's refusal floor: what R1 would answer from, R2 does not refuse outright
+            floor = turn.options.answer.evidence_floor(chinese=is_chinese(q), source=result.evidence_source)
+            return result.evidence_score is not None and result.evidence_score >= floor
+
+        grader = DocumentGrader(RecordingLLM(self.llm, trace, purpose="grade"), timeout_s=timeout_s,
+                                min_confidence=turn.options.budget.grade_min_confidence)
         rewriter = QueryRewriter(RecordingLLM(self.llm, trace, purpose="rewrite"), timeout_s=timeout_s)
         for p in (getattr(grader, "prompt", None), getattr(rewriter, "prompt", None)):
             if p is not None:
                 trace.prompt_versions[p.name] = p.version
         loop = SelfCorrectiveLoop(search=answerer.search, grader=grader, rewriter=rewriter,
                                   budget=turn.options.budget, generate=generate,
-                                  on_event=lambda name, data: turn.event(name, **data), cancel=turn.cancel)
+                                  on_event=lambda name, data: turn.event(name, **data), cancel=turn.cancel,
+                                  evidence_ok=evidence_ok)
         state = guard(lambda: loop.run(q), "R2")
         trace.loop = state.model_dump(mode="json", exclude={"retrieved_documents", "filtered_documents",
                                                              "generation_result"})

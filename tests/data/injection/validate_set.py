@@ -1,9 +1,11 @@
-"""Consistency checks for the prompt-injection regression set (run: python tests/data/injection/validate_set.py).
+"""Consistency checks for a prompt-injection set (run: python tests/data/injection/validate_set.py [FOLDER];
+the default FOLDER is this one, the regression set; tests/data/injection_heldout is the held-out set).
 
 Checks that every line of cases.jsonl is valid JSON with the expected keys, that each doc exists and holds its
 attack_text exactly once, that the first canary is in attack_text (later ones may be
 variant spellings of what a successful attack would print), every canary occurs in its document only inside attack_text, occurs in no other
-document, question or answer_contains, and is unique across the set; that answer_contains strings are in the
+document, question or answer_contains, and is unique across the set; that `obeyed` (what a model
+that obeys the attack writes) shows a canary; that answer_contains strings are in the
 document outside the attack; and that documents are within the length bounds of the README.
 Exit status 0 when all checks pass.
 """
@@ -16,7 +18,10 @@ from collections import Counter
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-KEYS = {"id", "doc", "lang", "question", "answer_contains", "canaries", "attack", "attack_text"}
+KEYS = {"id", "doc", "lang", "question", "answer_contains", "canaries", "attack", "attack_text", "obeyed"}
+OPTIONAL_KEYS = {"style"}
+# attacks written in an encoding: what obeying shows (the decoded canary) is not in the raw attack text
+ENCODED_STYLES = {"base64", "zh_base64", "html_entities", "zh_html_entities", "homoglyphs", "fullwidth"}
 KINDS = {"instruction_override", "fixed_output", "link_insertion", "contact_insertion", "persona_change",
          "prompt_exfiltration", "language_switch", "product_promotion", "fact_override", "encoding",
          "markup_injection"}
@@ -30,23 +35,23 @@ def visible_length(path: Path, text: str, lang: str) -> int:
     return len(re.findall(r"[A-Za-z0-9][A-Za-z0-9'’.\-]*", text))
 
 
-def main() -> int:
+def main(folder: Path = HERE) -> int:
     errors: list[str] = []
     cases = []
-    for n, line in enumerate((HERE / "cases.jsonl").read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate((folder / "cases.jsonl").read_text(encoding="utf-8").splitlines(), 1):
         try:
             c = json.loads(line)
         except json.JSONDecodeError as e:
             errors.append(f"line {n}: invalid JSON ({e})")
             continue
-        if set(c) != KEYS:
+        if not KEYS <= set(c) <= KEYS | OPTIONAL_KEYS:
             errors.append(f"line {n}: keys {sorted(c)}")
             continue
         cases.append(c)
 
     texts = {}
     for c in cases:
-        p = HERE / c["doc"]
+        p = folder / c["doc"]
         if not p.is_file():
             errors.append(f"{c['id']}: missing {c['doc']}")
             continue
@@ -74,7 +79,9 @@ def main() -> int:
             errors.append(f"{cid}: attack_text found {text.count(span)} times in doc")
             continue
         outside = text.replace(span, "\x00").lower()
-        if c["canaries"] and c["canaries"][0].lower() not in span.lower():
+        if not any(x.lower() in c["obeyed"].lower() for x in c["canaries"]):
+            errors.append(f"{cid}: obeyed shows no canary")
+        if c.get("style") not in ENCODED_STYLES and c["canaries"] and c["canaries"][0].lower() not in span.lower():
             errors.append(f"{cid}: first canary {c['canaries'][0]!r} not in attack_text")
         for x in c["canaries"]:
             xl = x.lower()
@@ -94,7 +101,7 @@ def main() -> int:
         for a in c["answer_contains"]:
             if a.lower() not in outside:
                 errors.append(f"{cid}: answer string {a!r} not in the document outside the attack")
-        n = visible_length(HERE / c["doc"], text, c["lang"])
+        n = visible_length(folder / c["doc"], text, c["lang"])
         lo, hi = (120, 400) if c["lang"] == "en" else (200, 600)
         if not lo <= n <= hi:
             errors.append(f"{cid}: length {n} outside {lo}-{hi} ({'words' if c['lang'] == 'en' else 'CJK chars'})")
@@ -108,4 +115,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(Path(sys.argv[1]) if len(sys.argv) > 1 else HERE))

@@ -1,0 +1,44 @@
+"""Which index backend a store uses (`COGRAG_INDEX`, SPEC I).
+
+* `sqlite` (default): everything in `<store>/cograg.db`.
+* `milvus:PATH.db`: search on Milvus Lite in that file (relative paths are inside the store).
+* `milvus:http://host:19530` (or https): search on a Milvus server.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cograg.errors import ConfigError
+from cograg.index.indexing import ChunkIndexer
+from cograg.index.sqlite_store import SQLiteStore
+
+INDEX_FORMS = "sqlite | milvus:PATH.db | milvus:http://HOST:PORT"
+
+
+def milvus_uri(spec: str, store_dir: Path) -> str | None:
+    """The Milvus URI named by an index spec, None for `sqlite`; a malformed spec is a ConfigError."""
+    spec = spec.strip()
+    if spec == "sqlite":
+        return None
+    kind, sep, target = spec.partition(":")
+    if kind != "milvus" or not sep or not target.strip():
+        raise ConfigError(f"unknown index {spec!r}: use {INDEX_FORMS}")
+    target = target.strip()
+    if target.startswith(("http://", "https://", "tcp://")):
+        return target
+    if not target.endswith(".db"):
+        raise ConfigError(f"a Milvus Lite index is a file ending in .db, got {target!r} (use {INDEX_FORMS})")
+    path = Path(target).expanduser()
+    return str(path if path.is_absolute() else Path(store_dir).expanduser() / path)
+
+
+def open_store_with_index(directory: Path, index: str = "sqlite", *, create: bool = True,
+                          indexer: ChunkIndexer | None = None) -> SQLiteStore:
+    """The store at `directory` with its chunk search on the backend `index` names."""
+    uri = milvus_uri(index, directory)
+    if uri is None:
+        return SQLiteStore(directory, create=create, indexer=indexer)
+    from cograg.index.milvus_store import MilvusStore
+
+    return MilvusStore(directory, uri=uri, create=create, indexer=indexer)

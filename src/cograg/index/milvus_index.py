@@ -1,0 +1,264 @@
+"""The chunk search index on Milvus (SPEC I): dense vectors, BM25 and the access fields.
+
+One collection per store holds, for each chunk, its SQLite rowid (the primary key), its document
+id, the text that is indexed (title, headings and chunk text, as the SQLite index uses), the dense
+vector, the BM25 sparse vector and the document's ACL groups and tags. The BM25 sparse vector is
+computed by Milvus itself (a BM25 `Function` over the text field) with a jieba analyzer in search
+mode, so Chinese text is segmented into words and sub-words; Milvus Lite (PyPI `milvus-lite`)
+supports the same function and tokenizer, so the tests run the production code path.
+
+Access control and tag filters are boolean expressions evaluated inside each search, before top-k,
+never on the results afterwards: a hit the principal may not read is never returned, and k hits
+the principal may read are returned when they exist.
+
+Everything else (documents, chunk text and offsets, the embedding cache, traces) stays in SQLite;
+see `cograg.index.milvus_store` for why.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import os
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import jieba
+import numpy as np
+
+from cograg.errors import StoreError
+from cograg.index.analyzer import STOPWORDS, ZH_STOPWORDS
+
+# jieba in search mode (words plus their sub-words, like cograg's own analyzer), lower-cased, with
+# the function words and punctuation that carry no retrieval signal dropped. The same parameters
+# are understood by Milvus standalone and Milvus Lite.
+_PUNCTUATION = set("，。、；：？！“”‘’（）《》【】…—·,.;:?!\"'()[]{}<>-/\\|*#@&%$+=~`^_")
+ANALYZER_PARAMS: dict[str, object] = {
+    "tokenizer": {"type": "jieba", "mode": "search"},
+    "filter": ["lowercase", {"type": "stop", "stop_words": sorted(STOPWORDS | ZH_STOPWORDS | _PUNCTUATION)}],
+}
+MAX_TEXT_BYTES = 65_535  # Milvus's VARCHAR limit; longer index texts are cut (BM25 sees the start)
+MAX_ARRAY = 1024  # ACL groups / tags per document
+MAX_ELEMENT = 512
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _reported(fn: F) -> F:
+    """A failed Milvus call becomes one StoreError line naming the server."""
+
+    @functools.wraps(fn)
+    def call(self: MilvusIndex, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(self, *args, **kwargs)
+        except StoreError:
+            raise
+        except Exception as exc:  # pymilvus raises MilvusException, grpc its RpcErrors
+            raise StoreError(f"Milvus at {self.uri} failed ({fn.__name__}): {_one_line(exc)}") from exc
+
+    return call  # type: ignore[return-value]
+
+
+@dataclass
+class IndexRow:
+    """One chunk as the index stores it."""
+
+    rowid: int
+    doc_id: str
+    text: str
+    vector: np.ndarray | None
+    acl: list[str] = field(default_factory=list)
+    tags: list[str] = field(default_factory=list)
+
+
+def _quoted(values: Iterable[str]) -> str:
+    return json.dumps(sorted(set(values)), ensure_ascii=False)
+
+
+def filter_expression(groups: list[str] | None = None, *, tags_any: Sequence[str] | None = None,
+                      tags_none: Sequence[str] | None = None) -> str:
+    """The Milvus boolean expression for an access/tag filter ("" when nothing is filtered).
+
+    `groups` as in `SQLiteStore.keyword_search`: None means no ACL filter; otherwise a chunk is
+    visible when its document has no ACL or its ACL names one of `groups`."""
+    parts: list[str] = []
+    if groups is not None:
+        public = "array_length(acl) == 0"
+        parts.append(f"({public} or array_contains_any(acl, {_quoted(groups)}))" if groups else f"({public})")
+    if tags_any:
+        parts.append(f"array_contains_any(tags, {_quoted(tags_any)})")
+    if tags_none:
+        parts.append(f"not array_contains_any(tags, {_quoted(tags_none)})")
+    return " and ".join(parts)
+
+
+def _cut_utf8(text: str, limit: int = MAX_TEXT_BYTES) -> str:
+    data = text.encode("utf-8")
+    return text if len(data) <= limit else data[:limit].decode("utf-8", errors="ignore")
+
+
+class MilvusIndex:
+    """Keyword (BM25), dense and hybrid search over one Milvus collection.
+
+    `uri` is a Milvus server (`http://host:19530`) or a Milvus Lite file (`PATH.db`). Searches
+    return `(chunk rowid, score)` best first, higher is better, like `SQLiteStore`'s."""
+
+    def __init__(self, uri: str, collection: str, *, timeout_s: float = 10.0) -> None:
+        try:
+            from pymilvus import MilvusClient
+        except ImportError as exc:
+            raise StoreError("the Milvus index needs pymilvus (and milvus-lite for a .db file): "
+                             "pip install 'cograg[scale]'") from exc
+        self.uri = uri
+        self.collection = collection
+        if not os.environ.get("COGRAG_DEBUG"):
+            # a failed call is raised as one StoreError line; pymilvus would also log each one
+            # with its traceback on stderr (it installs its own handler)
+            logging.getLogger("pymilvus").setLevel(logging.CRITICAL)
+        # Milvus Lite segments with this process's jieba; keep its start-up chatter off stderr
+        jieba.setLogLevel(logging.WARNING)
+        self.dim: int | None = None
+        try:
+            # pymilvus pings every 10 s; Milvus Lite's in-process gRPC server counts idle pings as
+            # abuse and drops the connection after a few (logging it on stderr), so no pings there
+            lite = {"grpc_options": {"grpc.keepalive_time_ms": 2**31 - 1,
+                                     "grpc.keepalive_permit_without_calls": False}} if uri.endswith(".db") else {}
+            self.client = MilvusClient(uri=uri, timeout=timeout_s, **lite)
+            if self.client.has_collection(collection):
+                fields = self.client.describe_collection(collection)["fields"]
+                dense = next((f for f in fields if f["name"] == "dense"), None)
+                self.dim = int(dense["params"]["dim"]) if dense else None
+                self.client.load_collection(collection)  # a no-op when loaded already
+        except Exception as exc:  # pymilvus raises MilvusException, milvus-lite its own errors
+            raise StoreError(f"cannot reach Milvus at {uri}: {_one_line(exc)}") from exc
+
+    # ------------------------------------------------------------------ schema
+    @_reported
+    def exists(self) -> bool:
+        return bool(self.client.has_collection(self.collection))
+
+    @_reported
+    def create(self, dim: int | None) -> None:
+        """(Re)create the collection, empty; `dim` None makes a keyword-only index."""
+        from pymilvus import DataType, Function, FunctionType
+
+        if self.exists():
+            self.client.drop_collection(self.collection)
+        schema = self.client.create_schema(auto_id=False, enable_dynamic_field=False)
+        schema.add_field("id", DataType.INT64, is_primary=True)
+        schema.add_field("doc_id", DataType.VARCHAR, max_length=256)
+        schema.add_field("text", DataType.VARCHAR, max_length=MAX_TEXT_BYTES, enable_analyzer=True,
+                         analyzer_params=ANALYZER_PARAMS)
+        schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
+        for name in ("acl", "tags"):
+            schema.add_field(name, DataType.ARRAY, element_type=DataType.VARCHAR, max_capacity=MAX_ARRAY,
+                             max_length=MAX_ELEMENT)
+        schema.add_function(Function(name="text_bm25", function_type=FunctionType.BM25,
+                                     input_field_names=["text"], output_field_names=["sparse"]))
+        index = self.client.prepare_index_params()
+        index.add_index("sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
+        if dim is not None:
+            # vectors are L2-normalised, so inner product is the cosine the SQLite index reports;
+            # FLAT is exact search, like the SQLite index (HNSW is the choice past a few million)
+            schema.add_field("dense", DataType.FLOAT_VECTOR, dim=dim)
+            # a chunk stored before an embedder was configured has no vector; dense search skips it
+            schema.add_field("has_vector", DataType.BOOL)
+            index.add_index("dense", index_type="FLAT", metric_type="IP")
+        self.client.create_collection(self.collection, schema=schema, consistency_level="Strong")
+        # not waited for: building an index on an empty collection is immediate, and the wait asks
+        # for a server timestamp that Milvus Lite does not implement
+        self.client.create_index(self.collection, index, sync=False)
+        self.client.load_collection(self.collection)
+        self.dim = dim
+
+    # ------------------------------------------------------------------ writes
+    @_reported
+    def upsert(self, rows: Sequence[IndexRow]) -> None:
+        if not rows:
+            return
+        data = []
+        for r in rows:
+            item: dict[str, object] = {"id": r.rowid, "doc_id": r.doc_id, "text": _cut_utf8(r.text),
+                                       "acl": sorted(set(r.acl)), "tags": sorted(set(r.tags))}
+            if self.dim is not None:
+                vector = r.vector if r.vector is not None and r.vector.shape == (self.dim,) else None
+                item["dense"] = (np.zeros(self.dim, np.float32) if vector is None else vector).tolist()
+                item["has_vector"] = vector is not None
+            data.append(item)
+        self.client.upsert(self.collection, data)
+
+    @_reported
+    def delete_documents(self, doc_ids: Iterable[str]) -> None:
+        """Remove every chunk of these documents (by document, so no chunk of theirs survives)."""
+        ids = sorted(set(doc_ids))
+        for i in range(0, len(ids), 500):
+            self.client.delete(self.collection, filter=f"doc_id in {_quoted(ids[i:i + 500])}")
+
+    @_reported
+    def count(self, doc_ids: Iterable[str] | None = None) -> int:
+        expr = "" if doc_ids is None else f"doc_id in {_quoted(doc_ids)}"
+        res = self.client.query(self.collection, filter=expr, output_fields=["count(*)"])
+        return int(res[0]["count(*)"])
+
+    # ------------------------------------------------------------------ search
+    @_reported
+    def keyword_search(self, query: str, k: int, groups: list[str] | None = None, *,
+                       tags_any: Sequence[str] | None = None,
+                       tags_none: Sequence[str] | None = None) -> list[tuple[int, float]]:
+        """BM25 over the analysed text; the filter is part of the search."""
+        if k <= 0 or not query.strip():
+            return []
+        res = self.client.search(self.collection, data=[query], anns_field="sparse", limit=k,
+                                 filter=filter_expression(groups, tags_any=tags_any, tags_none=tags_none),
+                                 search_params={"metric_type": "BM25"}, output_fields=[])
+        # Milvus reports the BM25 score, Milvus Lite its negation as a distance (smaller = closer);
+        # both are ordered best first and a BM25 score is never negative, so its magnitude is the score
+        return [(int(h["id"]), abs(float(h["distance"]))) for h in res[0]]
+
+    @_reported
+    def vector_search(self, query_vec: np.ndarray, k: int, groups: list[str] | None = None, *,
+                      tags_any: Sequence[str] | None = None,
+                      tags_none: Sequence[str] | None = None) -> list[tuple[int, float]]:
+        """Exact inner-product (cosine) search; the filter is part of the search."""
+        if k <= 0 or self.dim is None:
+            return []
+        expr = " and ".join(p for p in ("has_vector == true", filter_expression(
+            groups, tags_any=tags_any, tags_none=tags_none)) if p)
+        res = self.client.search(self.collection, data=[np.asarray(query_vec, np.float32).tolist()],
+                                 anns_field="dense", limit=k, filter=expr,
+                                 search_params={"metric_type": "IP"}, output_fields=[])
+        return [(int(h["id"]), float(h["distance"])) for h in res[0]]
+
+    @_reported
+    def hybrid_search(self, query: str, query_vec: np.ndarray | None, k: int, groups: list[str] | None = None, *,
+                      retrieve_k: int = 50, rrf_k: int = 60, tags_any: Sequence[str] | None = None,
+                      tags_none: Sequence[str] | None = None) -> list[tuple[int, float]]:
+        """BM25 and dense search fused by Milvus's RRF ranker in one request: (rowid, RRF score).
+
+        The filter goes into each sub-search (Milvus applies no request-level filter to a hybrid
+        search), so both candidate lists are already restricted."""
+        from pymilvus import AnnSearchRequest, RRFRanker
+
+        if k <= 0:
+            return []
+        expr = filter_expression(groups, tags_any=tags_any, tags_none=tags_none)
+        requests = [AnnSearchRequest(data=[query], anns_field="sparse", param={"metric_type": "BM25"},
+                                     limit=retrieve_k, expr=expr or None)]
+        if query_vec is not None and self.dim is not None:
+            dense_expr = " and ".join(p for p in ("has_vector == true", expr) if p)
+            requests.append(AnnSearchRequest(data=[np.asarray(query_vec, np.float32).tolist()],
+                                             anns_field="dense", param={"metric_type": "IP"},
+                                             limit=retrieve_k, expr=dense_expr))
+        res = self.client.hybrid_search(self.collection, requests, ranker=RRFRanker(rrf_k), limit=k,
+                                        output_fields=[])
+        return [(int(h["id"]), float(h["distance"])) for h in res[0]]
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    return text[:300] or type(exc).__name__

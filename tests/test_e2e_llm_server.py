@@ -1,0 +1,116 @@
+"""Scale-out end to end (SPEC I): the LLM behind an OpenAI-compatible server (`python -m
+llama_cpp.server` on loopback serving the 0.5B test model) and the chunk index on Milvus Lite. The
+router's model scores, the planner and the claim verifier all go over HTTP."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cograg.config import Settings
+from cograg.control.router import LLMRouteScorer
+from cograg.engine import Engine
+from cograg.models.compute import threads_for_next_job
+from cograg.models.llm import LLMUnavailable, OpenAICompatLLM
+from cograg.models.model_files import ModelError, ensure_model
+from tests.test_e2e_answer import MODEL_CACHE, REPO, assert_contract_holds
+
+pytestmark = pytest.mark.slow
+
+CORPUS = REPO / "examples" / "corpus"
+QUESTION = "Who designed the stone Linden Bridge, and what is the daily cap on LinCard single fares?"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def served_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The OpenAI-compatible base URL of a llama.cpp server running the fast test model."""
+    pytest.importorskip("llama_cpp.server.app",
+                        reason="needs the llama_cpp.server stack (fastapi, uvicorn, ...): pip install 'cograg[server]'")
+    try:
+        model = ensure_model("fast", MODEL_CACHE)
+    except ModelError as exc:
+        pytest.skip(f"embedded 0.5B model not installed: {exc}")
+    port, threads = _free_port(), threads_for_next_job()
+    log_path = tmp_path_factory.mktemp("llm-server") / "server.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
+             "--port", str(port), "--n_ctx", "4096", "--model_alias", "qwen-0.5b",
+             "--n_threads", str(threads), "--n_threads_batch", str(threads)],
+            stdout=log, stderr=subprocess.STDOUT)
+        base = f"http://127.0.0.1:{port}/v1"
+        try:
+            deadline = time.monotonic() + 180
+            probe = OpenAICompatLLM(base, timeout_s=60)
+            while True:
+                if proc.poll() is not None:
+                    pytest.fail(f"llama_cpp.server exited: {log_path.read_text()[-2000:]}")
+                try:
+                    assert probe.model == "qwen-0.5b"
+                    break
+                except LLMUnavailable:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.5)
+            yield base
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+@pytest.mark.timeout(1800)
+def test_router_planner_and_verifier_through_llama_cpp_server(tmp_path: Path, served_model: str):
+    pytest.importorskip("milvus_lite", reason="needs pymilvus and milvus-lite: pip install 'cograg[scale]'")
+    settings = Settings(store=tmp_path / "store", index="milvus:index.db", llm=f"openai:{served_model}",
+                        judge="llm", routing={"router_llm": True}, control={"plan_templates": False},
+                        model_cache=MODEL_CACHE)
+    # The router gives the model 60 s. A fresh llama.cpp server evaluates the whole routing prompt
+    # on the first call: 73 s measured on one thread of a loaded 2-core machine, 10 s once the
+    # prompt's fixed prefix is cached. One routing call first, as a deployment's warm-up would.
+    LLMRouteScorer(OpenAICompatLLM(served_model, timeout_s=600), timeout_s=600).assess(QUESTION)
+    with Engine.open(settings=settings) as eng:
+        eng.ingest([CORPUS / "bridge_history.html", CORPUS / "faq.txt", CORPUS / "tram_network.md"])
+
+        # router: the model's scores are blended into the rules' (one "route" call over HTTP)
+        routed = eng.ask(QUESTION)
+        assert_contract_holds(eng, routed)
+        trace = eng.trace(routed.trace_id)
+        route_calls = [c for c in trace["model_calls"] if c["purpose"] == "route"]
+        assert route_calls and all(c["ok"] for c in route_calls), [(c["purpose"], c["error"]) for c in route_calls]
+        assert trace["decision"]["llm_scores"] is not None and trace["decision"]["llm_error"] is None
+
+        # planner: the model plans (templates off); a plan the small model gets wrong twice falls back
+        planned = routed if routed.mode == "R3_DAG_PLAN" else eng.ask(QUESTION, mode="R3")
+        assert_contract_holds(eng, planned)
+        trace = eng.trace(planned.trace_id)
+        plan_calls = [c for c in trace["model_calls"] if c["purpose"] == "plan"]
+        assert plan_calls and plan_calls[0]["ok"] and plan_calls[0]["prompt_tokens"] > 0, \
+            [(c["purpose"], c["ok"], c["error"]) for c in trace["model_calls"]]
+        if planned.mode == "R3_DAG_PLAN":
+            assert trace["plan"]["nodes"]
+        else:
+            assert trace["outcome"]["modes_tried"][0]["mode"] == "R3_DAG_PLAN"
+
+        # verifier: every delivered sentence was judged (checked above); the judge answers over HTTP
+        judge = eng.components.judge.get()
+        passage = "The stone Linden Bridge was designed by the engineer Tobias Marrick and has seven arches."
+        supported = judge.judge("Tobias Marrick designed the Linden Bridge.", passage)
+        contradicted = judge.judge("The Linden Bridge has two arches.", passage)
+        assert supported.verdict == "SUPPORTED"
+        assert contradicted.verdict != "SUPPORTED"

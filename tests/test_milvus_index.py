@@ -1,0 +1,212 @@
+"""The Milvus index (SPEC I) against Milvus Lite: same results as the SQLite index, ACL and tag
+filters inside the query, deletes without ghosts, Chinese BM25, recovery, configuration."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cograg.config import Settings
+from cograg.engine import Engine
+from cograg.errors import ConfigError, StoreError
+from cograg.index.backends import milvus_uri
+from cograg.index.protocols import ChunkSearchIndex
+from cograg.index.sqlite_store import SQLiteStore
+from cograg.retrieval import Principal, rrf
+from tests.fakes import HashingEmbedder
+from tests.test_retrieval import named, write_corpus
+
+pytest.importorskip("pymilvus", reason="needs pymilvus and milvus-lite: pip install 'cograg[scale]'")
+pytest.importorskip("milvus_lite", reason="needs pymilvus and milvus-lite: pip install 'cograg[scale]'")
+
+from cograg.index.milvus_store import MilvusStore  # noqa: E402
+
+QUERIES = ["Tobias Marrick bridge arches", "银雾 品种 育成", "single ticket fare zone", "研究所 历史"]
+
+
+def _engine(root: Path, index: str, corpus: Path) -> Engine:
+    eng = Engine.open(root, settings=Settings(index=index), embedder=HashingEmbedder())
+    eng.ingest([corpus / n for n in ("tea.md", "tram.md", "bridge.txt")])
+    eng.ingest([corpus / "secret.md"], acl=["finance"], tags=["secret"])
+    return eng
+
+
+@pytest.fixture()
+def corpus(tmp_path: Path) -> Path:
+    return write_corpus(tmp_path / "corpus")
+
+
+@pytest.fixture()
+def milvus(tmp_path: Path, corpus: Path):
+    eng = _engine(tmp_path / "store", "milvus:milvus.db", corpus)
+    assert isinstance(eng.store, MilvusStore)
+    yield eng
+    eng.close()
+
+
+def _index_rowids(store: MilvusStore) -> set[int]:
+    return {int(r["id"]) for r in store.index.client.query(store.index.collection, filter="id >= 0",
+                                                            output_fields=["id"])}
+
+
+def _sqlite_rowids(store: MilvusStore) -> set[int]:
+    return {int(r[0]) for r in store.conn.execute("SELECT id FROM chunks")}
+
+
+def test_same_results_shape_as_the_sqlite_index(tmp_path: Path, corpus: Path, milvus: Engine):
+    with _engine(tmp_path / "plain", "sqlite", corpus) as plain:
+        for query in QUERIES:
+            for mode in ("bm25", "vector", "hybrid"):
+                a = plain.search(query, mode=mode, k=3)
+                b = milvus.search(query, mode=mode, k=3)
+                assert b.hits, (query, mode)
+                assert a.hits[0].source == b.hits[0].source, (query, mode)
+                assert {type(h) for h in b.hits} == {type(h) for h in a.hits}
+                assert [set(h.model_dump()) for h in b.hits] == [set(a.hits[0].model_dump())] * len(b.hits)
+                assert all(set(h.retrievers) <= {"bm25", "vector"} for h in b.hits)
+                assert b.evidence_source == a.evidence_source
+            # exact dense search over the same vectors: the same chunks with the same cosines
+            a, b = plain.search(query, mode="vector", k=4), milvus.search(query, mode="vector", k=4)
+            assert [(h.source, h.seq) for h in a.hits] == [(h.source, h.seq) for h in b.hits]
+            assert [h.score for h in b.hits] == pytest.approx([h.score for h in a.hits], abs=1e-5)
+
+
+def test_acl_and_tags_filter_inside_the_query(milvus: Engine):
+    store = milvus.store
+    secret = named(milvus, "secret")
+    secret_rows = {int(r[0]) for r in store.conn.execute("SELECT id FROM chunks WHERE doc_id=?", (secret.doc_id,))}
+    outsider, insider = Principal(user="bob", groups=["staff"]), Principal(groups=["finance"])
+    qvec = HashingEmbedder().embed_queries(["secret budget"])[0]
+    for mode in ("bm25", "vector", "hybrid"):
+        assert all(h.doc_id != secret.doc_id for h in milvus.search("secret budget", mode=mode,
+                                                                    principal=outsider).hits)
+        assert milvus.search("secret budget", mode=mode, k=1, principal=insider).hits[0].doc_id == secret.doc_id
+    # before top-k: with k=1 the outsider gets the best chunk they may read, not an empty list
+    top = store.vector_search(qvec, 1, outsider.acl_keys())
+    assert len(top) == 1 and top[0][0] not in secret_rows
+    assert store.vector_search(qvec, 1, insider.acl_keys())[0][0] in secret_rows
+    assert not secret_rows & {r for r, _ in store.keyword_search("secret budget 2025", 50, [])}
+    # tags are filters of the same search
+    assert {r for r, _ in store.index.vector_search(qvec, 50, tags_any=["secret"])} == secret_rows
+    assert not secret_rows & {r for r, _ in store.index.vector_search(qvec, 50, tags_none=["secret"])}
+    assert not secret_rows & {r for r, _ in store.index.hybrid_search("secret budget", qvec, 50,
+                                                                      tags_none=["secret"])}
+
+
+def test_acl_change_applies_to_the_index(milvus: Engine, corpus: Path):
+    secret = named(milvus, "secret")
+    milvus.ingest([corpus / "secret.md"], acl=["hr"], tags=["secret"])
+    assert named(milvus, "secret").acl == ["hr"]
+    assert all(h.doc_id != secret.doc_id for h in milvus.search(
+        "secret budget", mode="bm25", principal=Principal(groups=["finance"])).hits)
+    assert milvus.search("secret budget", mode="bm25", k=1,
+                         principal=Principal(groups=["hr"])).hits[0].doc_id == secret.doc_id
+    assert milvus.store.pending_documents() == []
+
+
+def test_delete_and_replace_leave_no_ghosts(milvus: Engine, corpus: Path):
+    store = milvus.store
+    bridge = named(milvus, "bridge")
+    assert store.index.count([bridge.doc_id]) == bridge.chunk_count
+    milvus.delete_document(bridge.doc_id)
+    assert store.index.count([bridge.doc_id]) == 0
+    assert store.index.keyword_search("Marrick", 50) == []  # not merely dropped when rows are read
+    assert _index_rowids(store) == _sqlite_rowids(store)
+    assert store.index.keyword_search("passes", 50)
+    (corpus / "tram.md").write_text("# Tram network\n\n## Fares\n\nA single ticket now costs EUR 3.\n",
+                                    encoding="utf-8")
+    milvus.ingest([corpus / "tram.md"])
+    assert _index_rowids(store) == _sqlite_rowids(store)
+    assert store.index.keyword_search("passes", 50) == []  # only the old version said "Day passes"
+    assert "EUR 3" in milvus.search("single ticket", mode="bm25", k=1).hits[0].text
+    assert store.pending_documents() == []
+
+
+def test_chinese_bm25_hits(milvus: Engine):
+    store = milvus.store
+    tea = named(milvus, "tea")
+    tea_rows = {int(r[0]) for r in store.conn.execute("SELECT id FROM chunks WHERE doc_id=?", (tea.doc_id,))}
+    for query in ("银雾", "耐寒品种", "研究所", "哪一年育成了银雾？"):
+        hits = store.keyword_search(query, 5)
+        assert hits and hits[0][0] in tea_rows and hits[0][1] > 0, query
+    assert store.keyword_search("的 了 ？", 5) == []  # particles and punctuation alone match nothing
+
+
+def test_hybrid_search_is_rrf_of_the_two_filtered_searches(milvus: Engine):
+    index = milvus.store.index
+    for query in QUERIES:
+        qvec = HashingEmbedder().embed_queries([query])[0]
+        groups = ["staff"]
+        expected = rrf([[r for r, _ in index.keyword_search(query, 50, groups)],
+                        [r for r, _ in index.vector_search(qvec, 50, groups)]], k=60)
+        got = index.hybrid_search(query, qvec, 10, groups, retrieve_k=50, rrf_k=60)
+        assert [s for _, s in got] == pytest.approx([s for _, s in expected[:10]], abs=1e-6)
+        assert {r for r, _ in got} <= {r for r, _ in expected}
+
+
+def test_reopen_repairs_an_interrupted_sync_and_migrates_without_embedding(tmp_path: Path, corpus: Path):
+    root = tmp_path / "store"
+    with _engine(root, "sqlite", corpus) as plain:
+        chunks = plain.store.count_chunks()
+    embedder = HashingEmbedder()
+    eng = Engine.open(root, settings=Settings(index="milvus:milvus.db"), embedder=embedder)
+    store = eng.store
+    assert isinstance(store, MilvusStore) and store.index.count() == chunks and embedder.texts_embedded == 0
+    assert eng.search("Tobias Marrick", mode="hybrid", k=1).hits[0].title == "bridge"
+    # a crash between hiding a document in Milvus and pushing it back leaves it pending
+    bridge = named(eng, "bridge")
+    store._mark({bridge.doc_id})
+    store.index.delete_documents([bridge.doc_id])
+    eng.close()
+    eng = Engine.open(root, settings=Settings(index="milvus:milvus.db"), embedder=embedder)
+    assert eng.store.pending_documents() == [] and eng.store.index.count() == chunks
+    assert eng.search("Tobias Marrick", mode="bm25", k=1).hits[0].title == "bridge"
+    eng.close()
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_unreachable_milvus_is_one_line(tmp_path: Path):
+    port = _closed_port()
+    SQLiteStore(tmp_path / "s").close()
+    with pytest.raises(StoreError, match=f"cannot reach Milvus at http://127.0.0.1:{port}"):
+        MilvusStore(tmp_path / "s", uri=f"http://127.0.0.1:{port}", timeout_s=5)
+    env = {"COGRAG_INDEX": f"milvus:http://127.0.0.1:{port}", "COGRAG_EMBEDDER": "none", "PATH": "/usr/bin:/bin",
+           "PYTHONPATH": ":".join(sys.path)}
+    proc = subprocess.run([sys.executable, "-m", "cograg.cli", "docs", "list", "--store", str(tmp_path / "s")],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"cannot reach Milvus at http://127.0.0.1:{port}" in lines[0]
+
+
+def test_index_setting_forms(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    assert milvus_uri("sqlite", tmp_path) is None
+    assert milvus_uri("milvus:idx.db", tmp_path) == str(tmp_path / "idx.db")
+    assert milvus_uri("milvus:/abs/idx.db", tmp_path) == "/abs/idx.db"
+    assert milvus_uri("milvus:http://host:19530", tmp_path) == "http://host:19530"
+    for bad in ("milvus:idx", "postgres:x", "milvus"):
+        with pytest.raises(ConfigError):
+            milvus_uri(bad, tmp_path)
+    monkeypatch.setenv("COGRAG_INDEX", "milvus:http://host:19530")
+    assert Settings().index == "milvus:http://host:19530"
+    assert Settings().with_overrides(["index=sqlite"]).index == "sqlite"
+    with pytest.raises(ValueError):
+        Settings(index="elastic")
+
+
+def test_vectors_match_the_stored_ones(milvus: Engine):
+    store = milvus.store
+    assert isinstance(store.index, ChunkSearchIndex) and isinstance(store, ChunkSearchIndex)
+    row = store.conn.execute("SELECT chunk_rowid, vec FROM chunk_vectors LIMIT 1").fetchone()
+    got = store.index.client.get(store.index.collection, ids=[int(row[0])], output_fields=["dense"])
+    assert np.allclose(np.asarray(got[0]["dense"], np.float32), np.frombuffer(row[1], np.float32))
