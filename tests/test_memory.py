@@ -323,13 +323,15 @@ def test_session_commands_list_show_facts_forget_and_delete_with_json(eng: Engin
 def test_two_concurrent_turns_on_one_session_keep_both_facts(eng: Engine):
     import threading
 
-    e, _ = chat(eng)
+    # one engine per thread over the same store directory, as the HTTP server runs requests
     opts = TurnOptions(answer=OPEN, budget=ControlBudget(plan_templates=False), force_mode="R1_ONE_SHOT_RETRIEVE")
     errors: list[BaseException] = []
 
     def run(q: str) -> None:
         try:
-            e.ask(q, options=opts, session="busy")
+            with Engine.open(settings=eng.settings, embedder=eng.components.embedder.get(),
+                             llm=ScriptedLLM([Brain(answer=answer)] * 20)) as e:
+                e.ask(q, options=opts, session="busy")
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
@@ -340,10 +342,10 @@ def test_two_concurrent_turns_on_one_session_keep_both_facts(eng: Engine):
     for t in threads:
         t.join()
     assert errors == []
-    statements = sorted(f.statement for f in e.memory().facts("busy"))
+    statements = sorted(f.statement for f in eng.memory().facts("busy"))
     assert statements == ["The Linden Bridge has seven arches.", "The Linden Bridge was designed by Tobias Marrick.",
                           "The Rhine Bridge opened in 1870."]
-    assert e.memory().session("busy").turn_count == 3
+    assert eng.memory().session("busy").turn_count == 3
 
 
 def test_a_chinese_follow_up_resolves_from_the_session():
