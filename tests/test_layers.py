@@ -59,5 +59,13 @@ def test_shared_modules_sit_below_their_users() -> None:
     assert "ingest" not in graph["index"]  # the store keeps cograg.documents types, not ingest's
     for shared in ("text", "documents", "trace", "questions", "messages"):
         assert graph[shared] <= {"text", "errors", "messages"}, (shared, graph[shared])
-    for stage in ("answer", "control", "retrieval", "index", "models", "ingest"):
+    for stage in ("answer", "control", "retrieval", "index", "models", "ingest", "memory"):
         assert "orchestrator" not in graph[stage] and "engine" not in graph[stage], stage
+
+
+def test_memory_sits_above_control_and_below_the_orchestrator() -> None:
+    graph = import_graph()
+    for below in ("answer", "control", "retrieval", "index", "models", "ingest"):
+        assert "memory" not in graph[below], below
+    assert graph["memory"] <= {"answer", "control", "retrieval", "index", "config", "errors", "text", "ingest",
+                               "trace", "messages", "documents", "questions", "models", "prompts"}, graph["memory"]

@@ -185,14 +185,15 @@ def test_r0_refused_when_risk_is_not_low() -> None:
     assert any("R0 refused: risk" in r for r in d.reasons)
 
 
-def test_facts_answering_the_question_do_not_send_it_to_r0() -> None:
-    # R0 writes a canned reply (no memory core answers from remembered facts yet): a question
-    # that needs facts goes to the documents even when the given facts cover it
+def test_facts_answering_the_question_allow_r0_and_nothing_else_does() -> None:
+    # R0 answers from remembered facts (conversation memory) when the given facts cover the
+    # question; a question they do not cover goes to the documents
     facts = ["The stone Linden Bridge has seven arches."]
     d = Router(load_rules()).route("How many arches does the Linden Bridge have?", facts=facts)
     assert "rule:retrieval_need.facts_cover" in d.reasons
+    assert (d.route, d.mode) == ("FAST_PATH", "R0_DIRECT_WRITE")
+    d = Router(load_rules()).route("How many arches does the Linden Bridge have?")
     assert (d.route, d.mode) == ("DOC_GROUNDED", "R1_ONE_SHOT_RETRIEVE")
-    assert any("R0 refused: not a greeting" in r for r in d.reasons)
     # unrelated facts do not; asking for the source needs a document citation
     assert Router(load_rules()).route("How many arches does the Linden Bridge have?",
                                       facts=["The tram opened in 1903."]).route == "DOC_GROUNDED"

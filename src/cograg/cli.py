@@ -177,6 +177,8 @@ def ask(
     explain: Annotated[bool, typer.Option("--explain", help="show route, decision path, plan, node timings, "
                                                         "verdicts and model calls")] = False,
     mode: Annotated[str | None, typer.Option("--mode", help="force an execution mode: R0…R5 (default: the router decides)")] = None,
+    session: Annotated[str | None, typer.Option("--session", help="ask inside this conversation (created on first "
+                                                                   "use): follow-ups, remembered facts")] = None,
     store: StoreOpt = None,
     embedder: EmbedderOpt = None,
     set_: SetOpt = None,
@@ -195,7 +197,7 @@ def ask(
         principal = Principal(user=user, groups=_split(groups))
     with Engine.open(settings=settings, create=False) as engine:
         with err.status("thinking…", spinner="dots") if err.is_terminal and not as_json else _nullcontext():
-            resp = engine.ask(question, principal=principal, mode=mode)
+            resp = engine.ask(question, principal=principal, mode=mode, session=session)
         trace = engine.trace(resp.trace_id) if explain else None
     if as_json:
         out.print_json(resp.model_dump_json())
@@ -321,6 +323,7 @@ def trace_cmd(trace_id: Annotated[str | None, typer.Argument(help="trace id (or 
 
 
 from cograg import cli_eval  # noqa: E402,F401  (registers the eval commands)
+from cograg import cli_memory  # noqa: E402,F401  (registers its commands)
 from cograg import cli_serve  # noqa: E402,F401  (registers its commands)
 
 

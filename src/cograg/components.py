@@ -103,19 +103,22 @@ class Components:
     policy: Lazy[CorpusPolicy]
     rules: Lazy[Any]
     retriever: Lazy[Retriever]
+    memory: Lazy[Any] | None = None  # the MemoryStore of conversation memory (SPEC E5), opened on first use
 
     def close(self) -> None:
         if self.retriever.built:
             self.retriever.get().close()
+        if self.memory is not None and self.memory.built:
+            self.memory.get().close()
         self.store.close()
 
 
-_PARTS = ("store", "embedder", "llm", "judge", "reranker", "policy", "rules")
+_PARTS = ("store", "embedder", "llm", "judge", "reranker", "policy", "rules", "memory")
 
 
 def build_components(settings: Settings, *, create: bool = True, **given: Any) -> Components:
     """The parts for `settings`. `given` replaces any of store, embedder, llm, judge, reranker,
-    policy, rules with a ready object (or a `Lazy`); the rest are built from `settings` on first use."""
+    policy, rules, memory with a ready object (or a `Lazy`); the rest are built from `settings` on first use."""
     unknown = set(given) - set(_PARTS)
     if unknown:
         raise TypeError(f"unknown component(s) {sorted(unknown)}: use {', '.join(_PARTS)}")
@@ -144,11 +147,12 @@ def build_components(settings: Settings, *, create: bool = True, **given: Any) -
     reranker = part("reranker", lambda: _reranker(settings, llm))
     policy = part("policy", lambda: _policy(settings))
     rules = part("rules", lambda: _rules(settings))
+    memory = part("memory", lambda: _memory_store(settings, store))
     has_embedder = given["embedder"] is not None if "embedder" in given else settings.models.embedder != "none"
     retriever = Lazy(lambda: Retriever(store, embedder=DeferredQueryEmbedder(embedder) if has_embedder else None,
                                        reranker=reranker.get(), policy=policy.get()))
     return Components(store=store, embedder=embedder, llm=llm, judge=judge, reranker=reranker, policy=policy,
-                      rules=rules, retriever=retriever)
+                      rules=rules, retriever=retriever, memory=memory)
 
 
 def _embedder(settings: Settings) -> Any:
@@ -204,6 +208,13 @@ def _policy(settings: Settings) -> CorpusPolicy:
     if path is None and (settings.store / "corpus_policy.yaml").is_file():
         path = settings.store / "corpus_policy.yaml"
     return load_policy(path)
+
+
+def _memory_store(settings: Settings, store: Any) -> Any:
+    """Sessions live next to the documents they cite (`<store>/memory.db`)."""
+    from cograg.memory.sqlite_store import SQLiteMemoryStore
+
+    return SQLiteMemoryStore(getattr(store, "directory", settings.store))
 
 
 def _rules(settings: Settings) -> Any:

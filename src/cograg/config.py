@@ -142,9 +142,22 @@ class ModelsConfig(_Section):
     model_cache: Path | None = Field(None, description="where GGUF files are assembled; default <store>/models")
 
 
+class MemoryConfig(_Section):
+    """Conversation memory (SPEC E): sessions, the fact ledger, layered context, the answer cache."""
+
+    session_ttl_days: float = Field(30.0, gt=0, description="a session untouched this long is deleted (E6)")
+    keep_raw_turns: int = Field(6, ge=1, le=50, description="raw turns kept by compaction (E4); L0 shows the last 2")
+    compact_above_tokens: int = Field(1500, ge=100, description="compact when the unfolded turns exceed this (E4)")
+    max_facts: int = Field(1000, ge=1, description="ledger cap per session; the oldest facts are dropped above it")
+    recall_facts: int = Field(6, ge=0, le=50, description="facts relevant to the question given to the turn (L3)")
+    context_budget_tokens: int = Field(400, ge=50, description="token budget of the layered context L0-L3 (E3)")
+    answer_cache: Literal["off", "session", "all"] = Field(
+        "session", description="serve a repeated question from the answer cache: in session turns, in all turns, or never")
+
+
 SECTIONS: dict[str, type[BaseModel]] = {
     "answer": AnswerConfig, "verification": VerificationConfig, "control": ControlBudget,
-    "routing": RoutingConfig, "retrieval": RetrievalConfig, "models": ModelsConfig,
+    "routing": RoutingConfig, "retrieval": RetrievalConfig, "models": ModelsConfig, "memory": MemoryConfig,
 }
 
 # The flat names of earlier versions (env `COGRAG_<NAME>` and `Settings(<name>=…)`) → their place
@@ -234,6 +247,7 @@ class Settings(BaseSettings):
     routing: RoutingConfig = Field(default_factory=RoutingConfig)
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
     models: ModelsConfig = Field(default_factory=ModelsConfig)
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
 
     @classmethod
     def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,

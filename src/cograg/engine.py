@@ -5,6 +5,7 @@ Every CLI command is a thin layer over a method here.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ class Engine:
         self.settings = settings
         self.components = components
         self.store = components.store
+        self._memory: Any = None
 
     @classmethod
     def open(cls, path: Path | str | None = None, *, settings: Settings | None = None,
@@ -95,7 +97,8 @@ class Engine:
 
     def ask(self, question: str, *, principal: Principal | None = None, config: AnswerConfig | None = None,
             mode: str | None = None, options: Any = None, bus: Any = None, cancel: Any = None,
-            doc_ids: list[str] | None = None, search_options: dict[str, Any] | None = None) -> Any:
+            doc_ids: list[str] | None = None, search_options: dict[str, Any] | None = None,
+            session: str | None = None) -> Any:
         """A verified, cited answer (the contract object of SPEC C1), its trace stored.
 
         The router picks the cheapest mode that can answer (D1) unless `mode` forces one
@@ -103,7 +106,9 @@ class Engine:
         `settings.answer` for this turn, `options` is a full TurnOptions (default: from the
         settings), `bus` an EventBus to stream the turn's events. `doc_ids` limits every search
         of the turn to those documents (seed 004's docId scope); `search_options` are further
-        SearchRequest fields for every search (e.g. `min_vector_cosine`)."""
+        SearchRequest fields for every search (e.g. `min_vector_cosine`). `session` names a
+        conversation (SPEC E, created on first use): follow-ups are resolved against it, its
+        verified facts answer (R0) or inform the turn, and the turn's verified facts are written back."""
         from cograg.orchestrator.orchestrator import TurnOptions
 
         opts = options or TurnOptions.from_settings(self.settings)
@@ -114,8 +119,76 @@ class Engine:
         scope = dict(search_options or {})
         if doc_ids is not None:
             scope["doc_ids"] = list(doc_ids)
+        turn = None
+        if session is not None:
+            turn = self.memory().begin_turn(
+                session, question, user=principal.user if principal else None,
+                source_hit=self._source_hit(principal, scope.get("doc_ids")),
+                cache_scope=self._cache_scope(principal, opts, scope))
         return self.orchestrator(principal=principal, bus=bus, search_options=scope).ask(
-            question, options=opts, cancel=cancel)
+            question, options=opts, cancel=cancel, session=turn)
+
+    # ------------------------------------------------------------------ conversation memory (SPEC E)
+    def memory(self) -> Any:
+        """The sessions of this store (`cograg.memory.SessionMemory`): list, show, facts, forget,
+        compact, delete, export. The memory database opens on first use."""
+        if self._memory is None:
+            from cograg.memory.service import SessionMemory
+
+            if self.components.memory is None:
+                raise StoreError("this engine was built without conversation memory")
+
+            def doc_hash(doc_id: str) -> str | None:
+                doc = self.store.get_document(doc_id)
+                return doc.content_hash if doc is not None else None
+
+            self._memory = SessionMemory(self.components.memory.get(), self.settings.memory, doc_hash=doc_hash,
+                                         generation=self.store.generation)
+        return self._memory
+
+    def _memory_in_use(self) -> bool:
+        from cograg.memory.sqlite_store import DB_NAME
+
+        mem = self.components.memory
+        return mem is not None and (mem.built or (Path(self.store.directory) / DB_NAME).exists())
+
+    def _source_hit(self, principal: Principal | None, doc_ids: list[str] | None = None) -> Any:
+        """chunk id → the chunk as a search hit, if it still exists and a search of this turn
+        could have returned it: `principal` may read it (B3), the corpus policy admits it (its
+        snippet visibility carried over), and it lies in the turn's `doc_ids` scope."""
+        from cograg.retrieval.models import SearchHit
+
+        policy = self.components.policy.get()
+
+        def hit(chunk_id: str) -> SearchHit | None:
+            chunk = self.store.get_chunk(chunk_id) if chunk_id else None
+            doc = self.store.get_document(chunk.doc_id) if chunk is not None else None
+            if chunk is None or doc is None or not policy.admits(doc.source_path, doc.tags):
+                return None
+            if doc_ids is not None and doc.doc_id not in doc_ids:
+                return None
+            if principal is not None:
+                allowed = self.store.allowed_doc_ids(principal.acl_keys())
+                if allowed is not None and doc.doc_id not in allowed:
+                    return None
+            return SearchHit(chunk_id=chunk.chunk_id, doc_id=doc.doc_id, seq=chunk.seq, text=chunk.text,
+                             start=chunk.start, end=chunk.end, token_count=chunk.token_count, title=doc.title,
+                             source=doc.source_path, heading_path=chunk.heading_path, page=chunk.page, score=1.0,
+                             snippet_visible=policy.snippet_visible)
+        return hit
+
+    def _cache_scope(self, principal: Principal | None, opts: Any, scope: dict[str, Any]) -> dict[str, str]:
+        """What a cached answer depends on besides the question, the mode and the facts: the
+        model, the documents (their generation), who may read them, the turn's search scope, and
+        the policy (routing rules, corpus policy, answer and verification settings)."""
+        import hashlib
+
+        policy = "|".join([self.components.rules.get().version, self.components.policy.get().policy_version(),
+                           opts.answer.model_dump_json(), self.settings.verification.model_dump_json()])
+        return {"model": self.settings.models.llm, "policy": hashlib.sha256(policy.encode()).hexdigest()[:16],
+                "documents": self.store.generation(),
+                "acl": ",".join(principal.acl_keys()) if principal else "*",
+                "scope": json.dumps(scope, sort_keys=True, default=str)}
 
     def trace(self, trace_id: str) -> dict[str, Any]:
         found = self.store.get_trace(trace_id)
@@ -132,6 +205,8 @@ class Engine:
                                progress=progress)
         if self.store.backfill_vectors():
             summary.chunks = self.store.count_chunks()
+        if self._memory_in_use():  # facts whose source changed or went are no longer facts (E2)
+            self.memory().sync(force=True)
         return summary
 
     def search(self, query: str, *, k: int = 10, mode: str = "hybrid", principal: Principal | None = None,
@@ -205,6 +280,8 @@ class Engine:
         """Delete one document with all of its chunks; returns what was deleted."""
         doc = self.document(ref)
         self.store.delete_document(doc.doc_id)
+        if self._memory_in_use():
+            self.memory().document_deleted(doc.doc_id)
         return doc
 
     def close(self) -> None:

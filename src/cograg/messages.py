@@ -76,6 +76,12 @@ MESSAGES: dict[str, dict[Lang, str]] = {
         "zh": "问题不够明确",
         "en": "the question is ambiguous",
     },
+    # conversation memory (SPEC E6): a user correction is recorded as the user's statement
+    "memory.correction_recorded": {
+        "zh": "已记下您的更正：“{statement}”。它作为您的陈述保存，不会当作文档中的事实引用。",
+        "en": "Noted your correction: “{statement}”. It is kept as your statement, never cited as a fact "
+              "from the documents.",
+    },
     # the web page (SPEC F4): labels, states and the workflow's event names
     "web.title": {"zh": "cograg · 有据可查的问答", "en": "cograg · verified answers"},
     "web.ask": {"zh": "提问", "en": "Ask"},
@@ -128,6 +134,11 @@ MESSAGES: dict[str, dict[Lang, str]] = {
     "web.event.INJECTION_FLAGGED": {"zh": "已移除资料中的可疑指令", "en": "Instruction-like text removed from sources"},
     "web.event.MODEL_ERROR": {"zh": "模型出错", "en": "Model error"},
     "web.event.CANCELLED": {"zh": "已取消", "en": "Cancelled"},
+    "web.event.MEMORY_LOADED": {"zh": "已载入会话记忆", "en": "Session memory loaded"},
+    "web.event.FOLLOW_UP_RESOLVED": {"zh": "已根据会话补全指代", "en": "Follow-up resolved from the session"},
+    "web.event.CACHE_HIT": {"zh": "使用缓存的已核实回答", "en": "Verified answer served from the cache"},
+    "web.event.MEMORY_COMMITTED": {"zh": "已写入会话记忆", "en": "Session memory updated"},
+    "web.event.MEMORY_ERROR": {"zh": "会话记忆写入失败", "en": "Session memory could not be updated"},
     # errors shown by the command line
     "error.interrupted": {"zh": "已中断", "en": "interrupted"},
     "error.aborted": {"zh": "已取消", "en": "aborted"},

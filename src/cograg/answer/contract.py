@@ -238,6 +238,15 @@ def resolve_doc_marker(ref: str, blocks: list[ContextBlock]) -> str | None:
     return None
 
 
+def resolve_fact_marker(fact_id: str, blocks: list[ContextBlock]) -> str | None:
+    """`[cite: fact, ID]` → the number of the block holding that remembered fact's source chunk
+    (annotated `fact:ID`), so the fact is verified against its source like any citation."""
+    for b in blocks:
+        if f"fact:{fact_id}" in b.annotations:
+            return str(b.citation_id)
+    return None
+
+
 def validate_draft(draft: DraftAnswer, blocks: list[ContextBlock]) -> ValidatedAnswer:
     """Apply C2: drop hallucinated ids (and their markers), pair markers with citations, make every
     quote an exact substring of its chunk. Markers are renumbered 1..n in order of appearance."""
@@ -245,10 +254,14 @@ def validate_draft(draft: DraftAnswer, blocks: list[ContextBlock]) -> ValidatedA
     issues = ContractIssues()
     answer = draft.answer.strip()
 
-    # seed-000 doc markers become block numbers when they name a chunk retrieved this turn
+    # seed-000 doc markers become block numbers when they name a chunk retrieved this turn, fact
+    # markers when the fact's source chunk is in the context
     def _doc_marker(m: re.Match[str]) -> str:
         if m.group(2) == "doc":
             num = resolve_doc_marker(f"doc:{m.group(3)}:{m.group(4) or 'null'}", blocks)
+            return f"[{num}]" if num else m.group(0)
+        if m.group(2) == "fact":
+            num = resolve_fact_marker(m.group(3), blocks)
             return f"[{num}]" if num else m.group(0)
         return m.group(0)
 

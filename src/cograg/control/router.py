@@ -569,8 +569,15 @@ def rule_analysis(question: str, *, facts: list[str] | None = None, rules: Routi
 
 def is_conversational(question: str) -> bool:
     """A greeting, thanks or question about the assistant: the only turns R0's canned reply fits
-    (no memory core answers from remembered facts yet)."""
+    (R0's other use, answering from remembered facts, is decided with the facts: `fast_path_fits`)."""
     return rule_analysis(question).conversational
+
+
+def fast_path_fits(analysis: RuleAnalysis) -> bool:
+    """R0 writes a canned reply (a greeting, thanks, a question about the assistant) or an answer
+    from the session's verified facts (conversation memory, when the facts given cover the
+    question); any other question is answered from the documents."""
+    return analysis.conversational or analysis.facts_cover
 
 
 def rule_scores(question: str, *, facts: list[str] | None = None, rules: RoutingRules | None = None) -> RouteScores:
@@ -770,10 +777,9 @@ class Router:
             # R0 only when low risk and no new evidence is needed (seed 004 §5.9 constraint)
             if analysis.factual:
                 reasons.append("R0 refused: factual question (rules) needs evidence")
-            elif not analysis.conversational:
-                # R0 writes a canned reply: with no memory core to answer from, a question that
-                # needs facts (even facts given with the turn) is answered from the documents
-                reasons.append("R0 refused: not a greeting, thanks or question about the assistant")
+            elif not fast_path_fits(analysis):
+                reasons.append("R0 refused: not a greeting, thanks or question about the assistant, "
+                               "and no remembered facts cover it")
             elif scores.risk >= th.fast_path_max_risk:
                 reasons.append(f"R0 refused: risk {scores.risk:.2f} >= {th.fast_path_max_risk}")
             else:
@@ -809,6 +815,7 @@ __all__ = [
     "RuleAnalysis",
     "blend",
     "facts_cover_question",
+    "fast_path_fits",
     "is_conversational",
     "load_rules",
     "preflight",

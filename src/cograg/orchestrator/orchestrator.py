@@ -29,6 +29,9 @@ from cograg.text import is_chinese
 from cograg.trace import RecordingLLM, Trace, TraceEvent
 
 
+FACTS_COVER = "rule:retrieval_need.facts_cover"  # the router's signal that recalled facts cover the question
+
+
 class Orchestrator:
     """Composes the stages for one turn. Stateless between turns; safe to share across threads
     as long as the injected callables are."""
@@ -48,17 +51,32 @@ class Orchestrator:
 
     # ------------------------------------------------------------------ the turn
     def ask(self, question: str, *, options: TurnOptions | None = None, facts: list[dict[str, Any]] | None = None,
-            has_context: bool = False, cancel: CancelToken | None = None) -> AnswerResponse:
+            has_context: bool = False, cancel: CancelToken | None = None, session: Any = None) -> AnswerResponse:
+        """One turn. `session` is a `cograg.memory.SessionTurn`: the question as resolved against
+        the conversation, the recalled facts (routing, R0, the planner) and the write-back."""
         opts = options or TurnOptions()
         evidence = TurnEvidence()
-        answerer = self.answerer_factory(evidence.recording(self.search, opts.answer.retrieve_hits), opts.answer)
+        search = evidence.recording(self.search, opts.answer.retrieve_hits)
+        if session is not None:
+            from cograg.orchestrator.from_facts import fact_hits, prepend_fact_hits
+
+            for hit in fact_hits(session):  # seen by the turn: the policy's quote rule applies to them too
+                evidence.hits.setdefault(hit.chunk_id, hit)
+            question = session.question
+            facts = session.prompt_facts() if facts is None else facts
+            has_context = has_context or session.has_context
+            search = prepend_fact_hits(search, session)
+        answerer = self.answerer_factory(search, opts.answer)
         turn = Turn(answerer.check_question(question), opts, self.bus, cancel or CancelToken(), evidence)
+        turn.session = session
         decision: RouteDecision | None = None
         resp: AnswerResponse | None = None
         while (action := turn.machine.next_action()) is not Action.FINISH:
             if action is Action.RECEIVE:
                 turn.event("USER_INPUT_RECEIVED")
                 answerer.record_prompt_versions(turn.trace)
+                if session is not None:
+                    self._memory_loaded(turn, session)
             elif action is Action.ROUTE:
                 decision = self._route(turn, facts, has_context)
                 turn.event("ROUTE_DECIDED", route=decision.route, mode=decision.mode, reasons=decision.reasons[:8])
@@ -80,7 +98,7 @@ class Orchestrator:
         try:
             if turn.cancel.cancelled:
                 raise ModeFailed(f"cancelled: {turn.cancel.reason}")
-            resp = self._mode_step(mode, turn, decision, answerer, facts)
+            resp = self._serve_cached(turn) or self._mode_step(mode, turn, decision, answerer, facts)
         except ModeFailed as exc:
             turn.modes_tried.append({"mode": mode, "ok": False, "reason": str(exc)[:300]})
             turn.failure = str(exc)
@@ -126,6 +144,8 @@ class Orchestrator:
         trace.searches = turn.evidence.searches
         trace.outcome["anomalies"] = turn.machine.anomalies
         trace.outcome["modes_tried"] = turn.modes_tried
+        if turn.session is not None:
+            self._memory_commit(turn, resp)
         record_outcome(trace, resp)
         if self.save_trace:
             self.save_trace(trace)
@@ -137,6 +157,19 @@ class Orchestrator:
 
         opts, trace = turn.options, turn.trace
         rules = self.rules or load_rules()
+        if turn.session is not None and turn.session.correction and not opts.force_mode:
+            decision = memory_route(rules.version, "user correction: recorded as the user's statement, "
+                                                   "nothing to look up")
+            trace.decision = decision.model_dump()
+            return decision
+        if turn.session is not None and not turn.session.correction:
+            turn.cached = turn.session.cached_answer(opts.force_mode or "auto")
+            if turn.cached is not None:  # the cheapest route of all: nothing to decide
+                decision = memory_route(rules.version, "answer cache: the same question with the same facts, "
+                                                       "documents, model and policy was answered",
+                                        mode=turn.cached.mode or "R1_ONE_SHOT_RETRIEVE")
+                trace.decision = decision.model_dump()
+                return decision
         # a forced mode needs no model opinion; the rule scores still go into the trace
         scorer = (LLMRouteScorer(RecordingLLM(self.llm, trace, purpose="route"))
                   if opts.use_llm_router and not opts.force_mode else None)
@@ -145,7 +178,8 @@ class Orchestrator:
                                 has_context=has_context)
         if opts.force_mode:
             forced, why = opts.force_mode, f"mode forced: {opts.force_mode}"
-            if forced == "R0_DIRECT_WRITE" and not is_conversational(turn.question):
+            covered = FACTS_COVER in decision.reasons  # remembered facts cover it: R0 answers from them
+            if forced == "R0_DIRECT_WRITE" and not is_conversational(turn.question) and not covered:
                 # R0 only writes a canned reply: a question that needs facts is never sent there
                 forced, why = "R1_ONE_SHOT_RETRIEVE", f"{why} refused: the question needs facts -> R1_ONE_SHOT_RETRIEVE"
             decision = decision.model_copy(update={
@@ -164,6 +198,12 @@ class Orchestrator:
         if mode == "R4_CLARIFY":
             return self._clarify(turn, decision)
         if mode == "R0_DIRECT_WRITE":
+            if turn.session is not None and turn.session.correction:
+                return self._correction_noted(turn)
+            if turn.session is not None and turn.session.document_facts() and FACTS_COVER in decision.reasons:
+                from cograg.orchestrator.from_facts import answer_from_facts
+
+                return answer_from_facts(turn, answerer, turn.session)
             return self._small_talk(turn)
         if mode == "R1_ONE_SHOT_RETRIEVE":
             return guard(lambda: answerer.answer(turn.question, trace=turn.trace, has_context=True), "R1")
@@ -234,6 +274,54 @@ class Orchestrator:
             raise ModeFailed(f"R2: no answer generated ({state.stop_reason})")
         return state.generation_result
 
+    # ------------------------------------------------------------------ memory (SPEC E)
+    @staticmethod
+    def _memory_loaded(turn: Turn, session: Any) -> None:
+        turn.event("MEMORY_LOADED", **session.loaded_event())
+        if session.rewrite is not None:
+            # the follow-up was read with the session's entity before routing and retrieval
+            turn.event("FOLLOW_UP_RESOLVED", **session.rewrite.model_dump())
+        turn.trace.outcome["memory"] = {"session_id": session.session_id, "question": session.original}
+
+    @staticmethod
+    def _serve_cached(turn: Turn) -> AnswerResponse | None:
+        """A verified answer to the same (normalised) question under the same model, requested
+        route, facts, documents and policy, served without a model call (SPEC E3)."""
+        cached, turn.cached = turn.cached, None  # served once; a fallback mode runs for real
+        if cached is None:
+            return None
+        turn.cache_hit = True
+        turn.event("CACHE_HIT", key=turn.session.bench.cache_key)
+        return cached.model_copy(update={"trace_id": turn.trace.trace_id,
+                                         "notes": [*cached.notes, "served from the answer cache"]})
+
+    @staticmethod
+    def _memory_commit(turn: Turn, resp: AnswerResponse) -> None:
+        session = turn.session
+        try:
+            if not turn.cache_hit:
+                session.remember_answer(turn.options.force_mode or "auto", resp)
+            committed = session.commit(resp, turn.trace.trace_id)
+        except Exception as exc:  # memory must never cost the user the answer
+            turn.event("MEMORY_ERROR", error=f"{type(exc).__name__}: {exc}"[:300])
+            return
+        turn.event("MEMORY_COMMITTED", session_id=session.session_id, turn_id=committed.turn_id,
+                   facts_written=committed.facts_written, facts_duplicate=committed.facts_duplicate)
+        turn.trace.outcome["memory"] = {**turn.trace.outcome.get("memory", {}), **session.bench.model_dump(),
+                                        "turn_id": committed.turn_id, "facts_written": committed.facts_written}
+        resp.explain["memory"] = {"session_id": session.session_id, "rewrite": session.bench.rewrite,
+                                  "facts_read": session.bench.recalled_fact_ids,
+                                  "facts_written": committed.facts_written,
+                                  "cache": "hit" if turn.cache_hit else "miss"}
+
+    @staticmethod
+    def _correction_noted(turn: Turn) -> AnswerResponse:
+        statement = turn.session.correction
+        turn.event("DRAFT_READY", method="template")
+        return AnswerResponse(answer=message("memory.correction_recorded", turn.lang, statement=statement),
+                              fallback=True, confidence=1.0, grounded=False, route="FAST_PATH",
+                              trace_id=turn.trace.trace_id, notes=["user correction recorded with provenance"])
+
     @staticmethod
     def _cannot(turn: Turn, reason: str) -> AnswerResponse:
         """The end of the fallback chain (R4): a clarification request, never an error page."""
@@ -241,6 +329,16 @@ class Orchestrator:
         turn.event("REQUESTING_CLARIFICATION", question=text)
         return AnswerResponse(answer=text, fallback=True, confidence=0.0, grounded=False, route="CLARIFY",
                               trace_id=turn.trace.trace_id, clarification=text, notes=[reason[:300]])
+
+
+def memory_route(rules_version: str, reason: str, mode: str = "R0_DIRECT_WRITE") -> RouteDecision:
+    """The route memory decides without the router: a user correction ("that is wrong, X is Y")
+    is recorded, not looked up (SPEC E6); a cached answer is served in the mode that made it."""
+    from cograg.control.models import RouteScores
+
+    none = RouteScores()
+    return RouteDecision(route=ROUTE_OF_MODE[mode], mode=mode, scores=none, rule_scores=none,  # type: ignore[arg-type]
+                         reasons=[reason], rules_version=rules_version)
 
 
 __all__ = ["Citation", "ModeFailed", "Orchestrator", "TurnOptions", "find_conflicts"]

@@ -147,7 +147,10 @@ class TurnStateMachine:
         return self.mode
 
     def fallback_mode(self) -> str | None:
-        """The mode after the current one in the fallback chain R3 → R2 → R1 → R4, if any."""
+        """The mode after the current one in the fallback chain R3 → R2 → R1 → R4, if any. R0
+        answering from remembered facts falls back to a search (R1) when they do not suffice."""
+        if self.mode == "R0_DIRECT_WRITE":
+            return "R1_ONE_SHOT_RETRIEVE"
         if self.mode in FALLBACK_ORDER:
             i = FALLBACK_ORDER.index(self.mode)
             return FALLBACK_ORDER[i + 1] if i + 1 < len(FALLBACK_ORDER) else None

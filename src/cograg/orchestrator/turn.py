@@ -94,6 +94,9 @@ class Turn:
         self.started = time.perf_counter()
         self.modes_tried: list[dict[str, Any]] = []
         self.failure = ""  # why the last mode failed (the fallback step reports it)
+        self.session: Any = None  # the conversation memory's SessionTurn, when the turn is in a session
+        self.cache_hit = False
+        self.cached: Any = None  # the answer cache's reply, served by the mode step
         self._lock = threading.Lock()  # plan tasks report from several threads
         self.trace.states.append(State.IDLE.value)
         self.trace.subscribe(self._on_event)

@@ -1,0 +1,309 @@
+"""Conversation memory as the engine uses it (SPEC E1–E6): one `SessionMemory` per engine over a
+`MemoryStore`, and one `SessionTurn` per question asked in a session.
+
+A turn: `begin_turn` loads the session (creating it on first use), resolves a follow-up against
+the session's entities, recalls the facts relevant to the question and builds the layered
+context; the orchestrator routes and answers with them; `SessionTurn.commit` writes the turn, its
+verified facts and the summary update back in one transaction, then compacts when the session
+has grown past its budget. Documents that change or disappear invalidate the facts they backed."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from cograg.answer.answerer import AnswerResponse
+from cograg.config import MemoryConfig
+from cograg.memory.context import LayeredContext, build_context, cache_key, normalise_query, relevant_facts
+from cograg.memory.followup import Rewrite, resolve_follow_up
+from cograg.memory.memorizer import (
+    correction_fact, correction_in, summary_updater, supported_facts, turn_record,
+)
+from cograg.memory.models import CommitResult, Fact, Session, SessionState, TurnRecord, WorkingBench
+from cograg.memory.store import MemoryStore, SessionError, SessionNotFound
+from cograg.retrieval.models import SearchHit
+
+
+def _count_tokens(text: str) -> int:
+    from cograg.ingest.tokens import count_tokens
+
+    return count_tokens(text)
+
+
+class Compaction(BaseModel):
+    session_id: str
+    folded: int = 0
+    kept_raw: int = 0
+    rolling_tokens: int = 0
+    reason: str = ""
+    summary: dict[str, Any] = Field(default_factory=lambda: {"method": "rules"})
+
+
+class SessionTurn:
+    """One question in a session: what memory contributes before the answer, and the write-back after."""
+
+    def __init__(self, memory: SessionMemory, state: SessionState, question: str, *, rewrite: Rewrite | None,
+                 facts: list[Fact], context: LayeredContext, source_hit: Callable[[str], SearchHit | None],
+                 cache_scope: dict[str, str], correction: str | None) -> None:
+        self.memory = memory
+        self.state = state
+        self.session_id = state.session.session_id
+        self.original = question
+        self.rewrite = rewrite
+        self.question = rewrite.rewritten if rewrite else question
+        self.facts = facts
+        self.context = context
+        self.correction = correction
+        self._source_hit = source_hit
+        self._cache_scope = cache_scope
+        self.bench = WorkingBench(question=question, resolved_question=self.question,
+                                  rewrite=rewrite.model_dump() if rewrite else None,
+                                  recalled_fact_ids=[f.fact_id for f in facts], context_block_ids=context.block_ids,
+                                  context_tokens=context.tokens, problems=state.problems)
+
+    @property
+    def has_context(self) -> bool:
+        """Earlier turns give a pronoun something to point at (only when it was resolved)."""
+        return self.rewrite is not None
+
+    def document_facts(self) -> list[Fact]:
+        return [f for f in self.facts if f.kind == "document"]
+
+    def prompt_facts(self) -> list[dict[str, Any]]:
+        """The recalled facts as the planner and the router see them (`id`, `statement`)."""
+        return [{"id": f.fact_id, "statement": f.statement} for f in self.document_facts()]
+
+    def fact_hits(self) -> list[tuple[Fact, SearchHit]]:
+        """Each recalled document fact with its source chunk as a hit annotated `fact:ID` (the
+        evidence a fact citation is verified against); facts whose chunk is gone are left out."""
+        out: list[tuple[Fact, SearchHit]] = []
+        for f in self.document_facts():
+            hit = self._source_hit(f.source_chunk_id or "")
+            if hit is not None:
+                out.append((f, hit.model_copy(update={"annotations": [*hit.annotations, f"fact:{f.fact_id}"]})))
+        return out
+
+    def loaded_event(self) -> dict[str, Any]:
+        return {"session_id": self.session_id, "facts_read": [f.fact_id for f in self.facts],
+                "turns": len(self.state.turns), "context_blocks": self.context.block_ids,
+                "context_tokens": self.context.tokens, "problems": self.state.problems[:5]}
+
+    # ------------------------------------------------------------------ the answer cache
+    def cache_key(self, route: str) -> str:
+        """E3's key for this question. `route` is the route requested (`auto`, or a forced mode):
+        the router's choice is a function of the rest of the key. The context blocks are the facts
+        recalled for the question, less those an earlier asking of the same question established
+        (an answer's own output is not something it depended on), plus the documents' generation
+        and the reader's access groups."""
+        norm = normalise_query(self.question)
+        own = {t.turn_id for t in self.state.turns if t.question_norm == norm}
+        blocks = [f"L3:{f.fact_id}" for f in self.facts if f.turn_id not in own]
+        blocks += [f"{k}:{v}" for k, v in sorted(self._cache_scope.items()) if k not in ("model", "policy")]
+        key = cache_key(model=self._cache_scope.get("model", ""), route=route, normalised_query=norm,
+                        context_block_ids=blocks, policy_version=self._cache_scope.get("policy", ""))
+        self.bench.cache_key = key
+        return key
+
+    def cached_answer(self, route: str) -> AnswerResponse | None:
+        if not self.memory.cache_enabled(session=True):
+            return None
+        found = self.memory.store.cache_get(self.cache_key(route))
+        if not found:
+            return None
+        try:
+            return AnswerResponse.model_validate(found)
+        except ValueError:
+            return None
+
+    def remember_answer(self, route: str, resp: AnswerResponse) -> None:
+        if self.memory.cache_enabled(session=True) and cacheable(resp):
+            self.memory.store.cache_put(self.cache_key(route), resp.model_dump(mode="json"),
+                                        session_id=self.session_id)
+
+    # ------------------------------------------------------------------ write-back
+    def commit(self, resp: AnswerResponse, trace_id: str) -> CommitResult:
+        """Write the turn back (E5): the turn, the verified facts it established (E2) or the user's
+        correction (E6), and the summary update, atomically; then compact if the session grew."""
+        turn = turn_record(session_id=self.session_id, question=self.original, resolved=self.question,
+                           question_norm=normalise_query(self.question), resp=resp,
+                           facts_used=[c for c in _fact_ids_cited(resp)], trace_id=trace_id,
+                           tokens=_count_tokens)
+        facts = supported_facts(resp, session_id=self.session_id, turn_id=turn.turn_id,
+                                source_hash=self.memory.doc_hash)
+        if self.correction:
+            facts = [correction_fact(self.correction, session_id=self.session_id, turn_id=turn.turn_id,
+                                     corrects=self._corrected_fact())]
+        result = self.memory.store.commit_turn(turn, facts, summary_update=summary_updater(turn, facts),
+                                               max_facts=self.memory.config.max_facts)
+        self.memory.maybe_compact(self.session_id)
+        return result
+
+    def _corrected_fact(self) -> str | None:
+        """The fact of the latest answered turn the correction shares most words with."""
+        from cograg.index.analyzer import analyze
+
+        assert self.correction is not None
+        last = next((t for t in reversed(self.state.turns) if t.facts_written), None)
+        if last is None:
+            return None
+        terms = set(analyze(self.correction))
+        by_id = {f.fact_id: f for f in self.state.facts}
+        scored = [(len(terms & set(analyze(by_id[i].statement))), i) for i in last.facts_written if i in by_id]
+        scored = [s for s in scored if s[0] > 0]
+        return max(scored)[1] if scored else None
+
+
+def cacheable(resp: AnswerResponse) -> bool:
+    """Only a verified, grounded answer with citations is served again."""
+    return not resp.fallback and resp.grounded and bool(resp.citations) and not resp.clarification
+
+
+def _fact_ids_cited(resp: AnswerResponse) -> list[str]:
+    return list(dict.fromkeys(a.removeprefix("fact:") for c in resp.citations for a in c.annotations
+                              if a.startswith("fact:")))
+
+
+class SessionMemory:
+    """Sessions over one `MemoryStore`. `doc_hash(doc_id)` is the current content hash of a stored
+    document (None when it is gone); `generation()` changes whenever documents change."""
+
+    def __init__(self, store: MemoryStore, config: MemoryConfig | None = None, *,
+                 doc_hash: Callable[[str], str | None], generation: Callable[[], str]) -> None:
+        self.store = store
+        self.config = config or MemoryConfig()
+        self.doc_hash = doc_hash
+        self.generation = generation
+
+    def cache_enabled(self, *, session: bool) -> bool:
+        return self.config.answer_cache == "all" or (self.config.answer_cache == "session" and session)
+
+    # ------------------------------------------------------------------ sessions (E6)
+    def session(self, session_id: str) -> Session:
+        found = self.store.get_session(session_id)
+        if found is None:
+            raise SessionNotFound(session_id)
+        return found
+
+    def sessions(self, *, user: str | None = None) -> list[Session]:
+        self.expire()
+        return self.store.list_sessions(user=user)
+
+    def delete(self, session_id: str) -> None:
+        if not self.store.delete_session(session_id):
+            raise SessionNotFound(session_id)
+
+    def expire(self) -> list[str]:
+        """Delete the sessions idle longer than the TTL (E6)."""
+        return self.store.expire_sessions(time.time() - self.config.session_ttl_days * 86400)
+
+    def facts(self, session_id: str, *, include_invalid: bool = True) -> list[Fact]:
+        self.session(session_id)
+        self.sync()
+        return self.store.facts(session_id, include_invalid=include_invalid)
+
+    def turns(self, session_id: str) -> list[TurnRecord]:
+        self.session(session_id)
+        return self.store.turns(session_id)
+
+    def forget(self, session_id: str, fact_id: str) -> None:
+        self.session(session_id)
+        if not self.store.forget_fact(session_id, fact_id):
+            raise SessionError(f"session {session_id!r} has no fact {fact_id!r}")
+
+    def export(self, *, user: str | None = None, session_id: str | None = None) -> dict[str, Any]:
+        """Everything stored for one user (or one session) as JSON-ready data (E6)."""
+        chosen = [self.session(session_id)] if session_id else self.store.list_sessions(user=user)
+        return {"user": user, "sessions": [
+            {**s.model_dump(mode="json"),
+             "facts": [f.model_dump(mode="json") for f in self.store.facts(s.session_id)],
+             "turns": [t.model_dump(mode="json") for t in self.store.turns(s.session_id)]} for s in chosen]}
+
+    # ------------------------------------------------------------------ documents changed (E2)
+    def document_deleted(self, doc_id: str) -> list[str]:
+        return self.store.invalidate_sources({doc_id: "source document deleted"})
+
+    def sync(self, *, force: bool = False) -> list[str]:
+        """Invalidate the facts whose source document changed or is gone since they were
+        established. Cheap when no document was written since the last check (the generation)."""
+        generation = self.generation()
+        if not force and self.store.get_meta("documents_generation") == generation:
+            return []
+        reasons: dict[str, str] = {}
+        current: dict[str, str] = {}
+        for doc_id, hashes in self.store.fact_sources().items():
+            now_hash = self.doc_hash(doc_id)
+            if now_hash is None:
+                reasons[doc_id] = "source document deleted"
+            elif hashes != {now_hash}:
+                reasons[doc_id] = "source document changed"
+                current[doc_id] = now_hash
+        changed = self.store.invalidate_sources(reasons, current_hashes=current) if reasons else []
+        self.store.set_meta("documents_generation", generation)
+        return changed
+
+    # ------------------------------------------------------------------ compaction (E4)
+    def maybe_compact(self, session_id: str) -> Compaction | None:
+        if self.store.unfolded_tokens(session_id) <= self.config.compact_above_tokens:
+            return None
+        return self.compact(session_id, reason="token threshold")
+
+    def compact(self, session_id: str, *, reason: str = "requested", llm: Any = None) -> Compaction:
+        """Keep the last `keep_raw_turns` turns raw and fold the older ones into the rolling
+        summary: their short summaries (the question and its first verified sentence), oldest
+        trimmed first so the summary stays within a third of the compaction threshold. With `llm`,
+        the model then condenses the summary, keeping only what the lines state (`compaction.py`)."""
+        session = self.session(session_id)
+        turns = self.store.turns(session_id, include_folded=False)
+        keep = self.config.keep_raw_turns
+        fold = turns[:-keep] if len(turns) > keep else []
+        result = Compaction(session_id=session_id, kept_raw=len(turns) - len(fold), reason=reason)
+        if not fold:
+            return result
+        lines = [ln for ln in session.summary.rolling.split("\n") if ln.strip()]
+        lines += [t.summary_short for t in fold if t.summary_short]
+        limit = max(50, self.config.compact_above_tokens // 3)
+        sizes = [_count_tokens(ln) + 1 for ln in lines]
+        total = sum(sizes)
+        while len(lines) > 1 and total > limit:  # rule-based trimming: the oldest lines go first
+            lines.pop(0)
+            total -= sizes.pop(0)
+        rolling = "\n".join(lines)
+        if llm is not None and lines:
+            from cograg.memory.compaction import condense
+
+            rolling, result.summary = condense(lines, llm, count_tokens=_count_tokens)
+        summary = session.summary.model_copy(update={"rolling": rolling,
+                                                     "folded_turns": session.summary.folded_turns + len(fold)})
+        result.folded = self.store.fold_turns(session_id, fold[-1].seq, summary)
+        result.rolling_tokens = _count_tokens(rolling)
+        return result
+
+    # ------------------------------------------------------------------ a turn
+    def begin_turn(self, session_id: str, question: str, *, user: str | None = None,
+                   source_hit: Callable[[str], SearchHit | None], cache_scope: dict[str, str]) -> SessionTurn:
+        """Load the session for `question` (created on first use), resolve a follow-up and recall
+        the relevant facts (E1, E3)."""
+        self.expire()
+        if self.store.get_session(session_id) is None:
+            self.store.create_session(session_id, user=user)
+        self.sync()
+        state = self.store.load(session_id, max_facts=self.config.max_facts)
+        correction = correction_in(question)
+        rewrite = None if correction else resolve_follow_up(question, state.turns)
+        resolved = rewrite.rewritten if rewrite else question
+        corrected = {f.corrects for f in state.facts if f.kind == "user_correction" and f.corrects}
+        usable = [f for f in state.facts if f.fact_id not in corrected]  # a disputed fact is not recalled
+        facts = relevant_facts(resolved, usable, self.config.recall_facts)
+        context = build_context(state.session, state.turns, facts, budget_tokens=self.config.context_budget_tokens,
+                                count_tokens=_count_tokens)
+        # facts that did not fit the budget are not given to the turn either
+        kept = {b.block_id.removeprefix("L3:") for b in context.blocks if b.layer == "L3"}
+        facts = [f for f in facts if f.fact_id in kept]
+        return SessionTurn(self, state, question, rewrite=rewrite, facts=facts, context=context,
+                           source_hit=source_hit, cache_scope=cache_scope, correction=correction)
+
+
+__all__ = ["Compaction", "SessionMemory", "SessionTurn", "cacheable"]
