@@ -98,6 +98,18 @@ def test_acl_and_tags_filter_inside_the_query(milvus: Engine):
                                                                       tags_none=["secret"])}
 
 
+def test_document_scope_is_a_filter_inside_the_query(milvus: Engine):
+    secret = named(milvus, "secret")
+    insider = Principal(groups=["finance"])
+    for mode in ("bm25", "vector", "hybrid"):
+        scoped = milvus.search("secret budget", mode=mode, k=10, principal=insider, doc_ids=[secret.doc_id]).hits
+        assert scoped and {h.doc_id for h in scoped} == {secret.doc_id}
+        others = milvus.search("secret budget", mode=mode, k=10, principal=insider,
+                               doc_ids=[d.doc_id for d in milvus.store.list_documents() if d.doc_id != secret.doc_id])
+        assert secret.doc_id not in {h.doc_id for h in others.hits}
+        assert milvus.search("secret budget", mode=mode, k=10, doc_ids=[]).hits == []
+
+
 def test_acl_change_applies_to_the_index(milvus: Engine, corpus: Path):
     secret = named(milvus, "secret")
     milvus.ingest([corpus / "secret.md"], acl=["hr"], tags=["secret"])

@@ -78,12 +78,15 @@ def _quoted(values: Iterable[str]) -> str:
 
 
 def filter_expression(groups: list[str] | None = None, *, tags_any: Sequence[str] | None = None,
-                      tags_none: Sequence[str] | None = None) -> str:
+                      tags_none: Sequence[str] | None = None, doc_ids: Sequence[str] | None = None) -> str:
     """The Milvus boolean expression for an access/tag filter ("" when nothing is filtered).
 
     `groups` as in `SQLiteStore.keyword_search`: None means no ACL filter; otherwise a chunk is
-    visible when its document has no ACL or its ACL names one of `groups`."""
+    visible when its document has no ACL or its ACL names one of `groups`. `doc_ids` limits the
+    search to those documents (an empty list matches nothing)."""
     parts: list[str] = []
+    if doc_ids is not None:
+        parts.append(f"doc_id in {_quoted(doc_ids)}" if doc_ids else "doc_id == ''")
     if groups is not None:
         public = "array_length(acl) == 0"
         parts.append(f"({public} or array_contains_any(acl, {_quoted(groups)}))" if groups else f"({public})")
@@ -206,12 +209,14 @@ class MilvusIndex:
     @_reported
     def keyword_search(self, query: str, k: int, groups: list[str] | None = None, *,
                        tags_any: Sequence[str] | None = None,
-                       tags_none: Sequence[str] | None = None) -> list[tuple[int, float]]:
-        """BM25 over the analysed text; the filter is part of the search."""
+                       tags_none: Sequence[str] | None = None,
+                       doc_ids: Sequence[str] | None = None) -> list[tuple[int, float]]:
+        """BM25 over the analysed text; the filter (ACL, tags, document scope) is part of the search."""
         if k <= 0 or not query.strip():
             return []
         res = self.client.search(self.collection, data=[query], anns_field="sparse", limit=k,
-                                 filter=filter_expression(groups, tags_any=tags_any, tags_none=tags_none),
+                                 filter=filter_expression(groups, tags_any=tags_any, tags_none=tags_none,
+                                                          doc_ids=doc_ids),
                                  search_params={"metric_type": "BM25"}, output_fields=[])
         # Milvus reports the BM25 score, Milvus Lite its negation as a distance (smaller = closer);
         # both are ordered best first and a BM25 score is never negative, so its magnitude is the score
@@ -220,12 +225,13 @@ class MilvusIndex:
     @_reported
     def vector_search(self, query_vec: np.ndarray, k: int, groups: list[str] | None = None, *,
                       tags_any: Sequence[str] | None = None,
-                      tags_none: Sequence[str] | None = None) -> list[tuple[int, float]]:
-        """Exact inner-product (cosine) search; the filter is part of the search."""
+                      tags_none: Sequence[str] | None = None,
+                      doc_ids: Sequence[str] | None = None) -> list[tuple[int, float]]:
+        """Exact inner-product (cosine) search; the filter (ACL, tags, document scope) is part of the search."""
         if k <= 0 or self.dim is None:
             return []
         expr = " and ".join(p for p in ("has_vector == true", filter_expression(
-            groups, tags_any=tags_any, tags_none=tags_none)) if p)
+            groups, tags_any=tags_any, tags_none=tags_none, doc_ids=doc_ids)) if p)
         res = self.client.search(self.collection, data=[np.asarray(query_vec, np.float32).tolist()],
                                  anns_field="dense", limit=k, filter=expr,
                                  search_params={"metric_type": "IP"}, output_fields=[])

@@ -178,13 +178,15 @@ class MilvusStore(SQLiteStore):
         return done
 
     # ------------------------------------------------------------------ search (Milvus)
-    def keyword_search(self, query: str, k: int, groups: list[str] | None = None) -> list[tuple[int, float]]:
-        """BM25 in Milvus (jieba analyzer); with `groups`, the ACL is a filter inside the search."""
-        return self.index.keyword_search(query, k, groups)
+    def keyword_search(self, query: str, k: int, groups: list[str] | None = None,
+                       doc_ids: list[str] | None = None) -> list[tuple[int, float]]:
+        """BM25 in Milvus (jieba analyzer); with `groups`, the ACL is a filter inside the search,
+        and so is the document scope `doc_ids`."""
+        return self.index.keyword_search(query, k, groups, doc_ids=doc_ids)
 
-    def vector_search(self, query_vec: np.ndarray, k: int,
-                      groups: list[str] | None = None) -> list[tuple[int, float]]:
-        return self.index.vector_search(query_vec, k, groups)
+    def vector_search(self, query_vec: np.ndarray, k: int, groups: list[str] | None = None,
+                      doc_ids: list[str] | None = None) -> list[tuple[int, float]]:
+        return self.index.vector_search(query_vec, k, groups, doc_ids=doc_ids)
 
     def close(self) -> None:
         try:
