@@ -322,3 +322,19 @@ def test_keyword_index_is_rebuilt_when_the_analyzer_changes(engine: Engine):
         assert s.get_meta("analyzer") != "old-analyzer"
         assert s.conn.execute("SELECT count(*) FROM chunks_fts").fetchone()[0] == n
         assert s.keyword_search("Tobias Marrick", 3)
+
+
+def test_hybrid_without_an_embedder_is_keyword_search_with_a_note(tmp_path: Path, corpus_dir: Path):
+    """A store set up with `--embedder none` still searches (and so answers) in the default mode;
+    asking for vectors explicitly is still an error."""
+    from cograg.config import Settings
+    from cograg.engine import Engine
+    from cograg.errors import CogragError
+
+    with Engine.open(tmp_path / "store", settings=Settings(embedder="none")) as engine:
+        engine.ingest([corpus_dir])
+        res = engine.search("Linden Bridge arches", mode="hybrid", k=3)
+        assert res.hits and "Linden Bridge" in res.hits[0].title
+        assert any("keyword (BM25) search only" in n for n in res.notes)
+        with pytest.raises(CogragError, match="needs an embedder"):
+            engine.search("Linden Bridge arches", mode="vector")

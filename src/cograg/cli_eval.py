@@ -38,8 +38,8 @@ def _context(store: Path | None, set_: list[str] | None, split: str, limit: int 
         raise fail(f"--split must be calibration, evaluation or all (got {split!r})")
     settings = _settings(None, set_, **overrides)
 
-    def open_engine(engine_settings: Settings) -> Engine:
-        return Engine.open(settings=engine_settings, **engine_parts)
+    def open_engine(engine_settings: Settings, **parts: Any) -> Engine:
+        return Engine.open(settings=engine_settings, **{**engine_parts, **parts})
 
     return EvalContext(settings=settings, engine_factory=open_engine, split=split, limit=limit, progress=progress,
                        eval_root=store, judge_factory=judge_factory)
@@ -154,6 +154,21 @@ def eval_verifier(
     """Judge every claim against its evidence; report macro-F1 over SUPPORTED/CONTRADICTED/UNRELATED."""
     _run("verifier", {"file": file, "judge": judge}, store=None, set_=set_, split=split, limit=limit,
          out_dir=out_dir, as_json=as_json, baseline=baseline, tolerance=tolerance, llm=model)
+
+
+@eval_app.command("injection")
+@handle_errors
+def eval_injection(
+    file: Annotated[Path, typer.Argument(help="attack set: cases.jsonl beside its docs/ (tests/data/injection*/)")],
+    model: Annotated[str, typer.Option("--model", help="obedient (a reader that obeys every attack) | engine "
+                                       "(the settings' answer model)")] = "obedient",
+    mode: Annotated[str, typer.Option("--mode", help="execution mode of every question")] = "R1",
+    store: StoreRootOpt = None, limit: LimitOpt = None, out_dir: OutOpt = None, baseline: BaselineOpt = None,
+    tolerance: ToleranceOpt = 0.0, set_: SetOpt = None, as_json: JsonOpt = False,
+) -> None:
+    """Replay an attack set: detector recall, attacks delivered, accuracy and refusals with and without the attack."""
+    _run("injection", {"file": file, "model": model, "mode": mode}, store=store, set_=set_, split="all",
+         limit=limit, out_dir=out_dir, as_json=as_json, baseline=baseline, tolerance=tolerance)
 
 
 @eval_app.command("contract")

@@ -38,7 +38,8 @@ class NullProgress:
 @dataclass
 class EvalContext:
     settings: Settings
-    engine_factory: Callable[[Settings], Any]  # settings (store set) -> an Engine, used as a context manager
+    # (settings with the store set, **parts replacing built ones, e.g. llm=) -> an Engine, used as a context manager
+    engine_factory: Callable[..., Any]
     split: str = "evaluation"
     limit: int | None = None
     progress: Any = field(default_factory=NullProgress)
@@ -92,7 +93,7 @@ def load_builtin_kinds() -> None:
     `from cograg.eval import injection  # noqa: F401` for a module whose `run_injection` is
     decorated with `@register("injection", "...")`; then `cograg eval all` suites can name
     `kind: injection`, and its command goes into cograg/cli_eval.py like `eval routing`."""
-    from cograg.eval import kinds_builtin  # noqa: F401
+    from cograg.eval import kinds_builtin, kinds_injection  # noqa: F401
 
 
 def build_judge(spec: str, engine: Any, settings: Settings) -> Any:

@@ -112,6 +112,10 @@ class Retriever:
             return SearchResult(query=query, mode=req.mode, hits=[], notes=notes,
                                 policy_version=self.policy.policy_version())
         mode = req.mode
+        if mode == "hybrid" and self.embedder is None:
+            # a store set up without embeddings still answers: hybrid is then keyword search alone
+            notes.append("no embedder configured: keyword (BM25) search only")
+            mode = "bm25"
         if mode != "bm25":
             if self.embedder is None:
                 raise StoreError("vector search needs an embedder; use --mode bm25 or configure one")
