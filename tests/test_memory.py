@@ -454,3 +454,31 @@ def test_the_http_api_asks_in_a_session_and_follow_ups_resolve(tmp_path: Path):
         turns = e.memory().turns("web")
     assert "The Linden Bridge has seven arches." in facts
     assert turns[1].resolved_question == "Who designed the Linden Bridge?"
+
+
+def test_the_http_api_lists_shows_forgets_exports_and_deletes_sessions(tmp_path: Path):
+    pytest.importorskip("fastapi", reason="the HTTP API needs the server extra: pip install -e '.[server]'")
+    from fastapi.testclient import TestClient
+
+    from tests.api_support import scripted_app
+
+    app, _ = scripted_app(tmp_path, brain=Brain(answer=answer), docs=MEM_DOCS)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        assert client.post("/api/agent/qa/v2", json={"question": ARCHES, "session": "web"}).status_code == 200
+        assert [s["session_id"] for s in client.get("/api/sessions").json()] == ["web"]
+        shown = client.get("/api/sessions/web").json()
+        assert shown["turn_count"] == 1 and shown["turns"][0]["question"] == ARCHES
+        [fact] = client.get("/api/sessions/web/facts").json()
+        assert fact["statement"] == "The Linden Bridge has seven arches." and "seven arches" in fact["quote"]
+        assert fact["source"].endswith(".md") and fact["valid"]
+        exported = client.get("/api/sessions/web/export").json()
+        assert exported["sessions"][0]["facts"][0]["fact_id"] == fact["fact_id"]
+        # unknown session or fact: 404 with one line
+        missing = client.get("/api/sessions/nope/facts")
+        assert missing.status_code == 404 and missing.json()["detail"] == "no session 'nope'"
+        assert client.delete("/api/sessions/web/facts/Fnope").status_code == 404
+        assert client.delete(f"/api/sessions/web/facts/{fact['fact_id']}").json()["forgotten"] == fact["fact_id"]
+        assert client.get("/api/sessions/web/facts", params={"include_invalid": False}).json() == []
+        assert client.delete("/api/sessions/web").json() == {"deleted": "web"}
+        assert client.get("/api/sessions").json() == []
+        assert client.delete("/api/sessions/web").status_code == 404

@@ -18,7 +18,7 @@ from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
 from cograg import __version__
-from cograg.api import corrective, documents, ops, qa, traces
+from cograg.api import corrective, documents, ops, qa, sessions, traces
 from cograg.api.admission import TurnAdmission
 from cograg.api.engines import EngineFactory
 from cograg.api.errors import install_error_handlers
@@ -27,7 +27,8 @@ from cograg.api.state import ApiState
 from cograg.config import Settings
 from cograg.messages import MESSAGES
 
-ROUTERS: tuple[APIRouter, ...] = (qa.router, corrective.router, documents.router, traces.router, ops.router)
+ROUTERS: tuple[APIRouter, ...] = (qa.router, corrective.router, documents.router, sessions.router, traces.router,
+                                  ops.router)
 DEFAULT_MAX_UPLOAD_MB = 50.0
 # how `cograg serve --workers N` hands its settings and upload limit to each worker process
 SETTINGS_ENV = "COGRAG_SERVE_SETTINGS"

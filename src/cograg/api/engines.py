@@ -43,7 +43,7 @@ class EngineFactory:
         self._profiles: dict[str, dict[str, Any]] = {}
         self._shared: dict[str, Any] | None = None
         self._vectors = VectorIndex()
-        # the memory core adds `session` to Engine.ask; until then a session is accepted and unused
+        # an engine class without conversation memory accepts a session and ignores it
         self.supports_sessions = "session" in inspect.signature(Engine.ask).parameters
 
     @property
