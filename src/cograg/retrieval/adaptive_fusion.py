@@ -25,6 +25,7 @@ from pydantic import BaseModel, Field
 K = TypeVar("K", bound=Hashable)
 
 QueryLanguage = Literal["zh", "en"]
+Normalisation = Literal["minmax", "zscore"]
 
 _CJK = ("\u3400", "\u4dbf"), ("\u4e00", "\u9fff"), ("\uf900", "\ufaff"), ("\u3040", "\u30ff"), ("\uac00", "\ud7af")
 
@@ -40,6 +41,7 @@ class FusionCalibration(BaseModel):
     confidence_gain: float = Field(0.3, ge=0.0, le=1.0,
                                    description="how far the weight moves toward the more peaked ranker")
     peak_depth: int = Field(20, ge=3, le=1000, description="top scores a ranker's peak is measured over")
+    normalisation: Normalisation = Field("minmax", description="how each list's scores are put on one scale")
     min_weight: float = Field(0.1, ge=0.0, le=1.0)
     max_weight: float = Field(0.9, ge=0.0, le=1.0)
     calibrated_on: str = "cmrc2018/beir_chunks dev + hotpotqa_train100 train, calibration halves (sha256(qid) even)"
@@ -112,10 +114,23 @@ def minmax(values: np.ndarray) -> np.ndarray:
     return (values - lo) / (hi - lo)
 
 
+def zscore(values: np.ndarray) -> np.ndarray:
+    """(s − mean) / std, shifted so the list's lowest score is 0 (an item missing from the list
+    scores 0, as with min-max)."""
+    if values.size == 0:
+        return values
+    sd = float(values.std())
+    if sd < 1e-12:
+        return np.ones_like(values)
+    z = (values - values.mean()) / sd
+    return z - z.min()
+
+
 def convex_fusion(bm25: Sequence[tuple[K, float]], vector: Sequence[tuple[K, float]],
-                  vector_weight: float) -> list[tuple[K, float]]:
-    """(1 − w)·minmax(bm25) + w·minmax(vector); an item missing from a list scores 0 there.
+                  vector_weight: float, normalisation: Normalisation = "minmax") -> list[tuple[K, float]]:
+    """(1 − w)·norm(bm25) + w·norm(vector); an item missing from a list scores 0 there.
     Best first; ties keep the order items were first seen (BM25 list, then vector list)."""
+    norm = zscore if normalisation == "zscore" else minmax
     keys: dict[K, int] = {}
     for key, _ in bm25:
         keys.setdefault(key, len(keys))
@@ -125,7 +140,7 @@ def convex_fusion(bm25: Sequence[tuple[K, float]], vector: Sequence[tuple[K, flo
     for hits, w in ((bm25, 1.0 - vector_weight), (vector, vector_weight)):
         if hits and w > 0:
             idx = np.fromiter((keys[k] for k, _ in hits), np.int64, len(hits))
-            fused[idx] += w * minmax(np.fromiter((s for _, s in hits), np.float64, len(hits)))
+            fused[idx] += w * norm(np.fromiter((s for _, s in hits), np.float64, len(hits)))
     order = np.argsort(-fused, kind="stable")
     items = list(keys)
     return [(items[i], float(fused[i])) for i in order]
@@ -163,7 +178,8 @@ def adaptive_fusion(query: str, bm25: Sequence[tuple[K, float]], vector: Sequenc
     """Fuse one query's BM25 and vector hits with a per-query weight; returns the decision too."""
     decision = choose_weight(query, bm25, vector, calibration or FusionCalibration())
     assert decision.vector_weight is not None
-    return convex_fusion(bm25, vector, decision.vector_weight), decision
+    cal = calibration or FusionCalibration()
+    return convex_fusion(bm25, vector, decision.vector_weight, cal.normalisation), decision
 
 
 def _round(x: float | None) -> float | None:
