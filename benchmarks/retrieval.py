@@ -1,6 +1,7 @@
 """Search latency at 10k and 100k chunks: cograg's bm25 / vector / hybrid vs a baseline.
 
-Corpus: real chunks from cmrc2018 (Chinese) and HotpotQA (English), replicated with perturbation
+Corpus: the real chunks of the two evaluation stores (cmrc2018 beir_chunks, Chinese; HotpotQA,
+English) with their stored e5 vectors, replicated with perturbation
 (sentence order shuffled, a random real word dropped and another inserted) until the target size.
 Vectors: real multilingual-e5 embeddings of the original chunks, perturbed with Gaussian noise
 and re-normalised per replica (embedding 100k chunks would take most of an hour on 2 cores and is
@@ -121,36 +122,24 @@ def pct(xs: list[float], p: float) -> float:
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
 
 
-def base_vectors(texts: list[str], work: Path, embedder) -> np.ndarray:
-    """e5 vectors of the base texts: from the embedding caches of the evaluation stores where the
-    same text was embedded already, the rest embedded now; kept in `work`."""
-    from cograg.index.indexing import text_hash
+def base_from_stores(work: Path, stores: tuple[str, ...] = ("eval-cmrc_chunks", "eval-hotpot")) -> tuple[list[str], np.ndarray]:
+    """The real chunks of the evaluation stores (title line + chunk text) with their stored e5
+    vectors, so no embedding is needed here (run benchmarks/retrieval_quality.py first)."""
+    import sqlite3
 
-    cache = work / f"latency-base-{len(texts)}.npy"
-    if cache.exists():
-        return np.load(cache)
-    found: dict[str, np.ndarray] = {}
-    hashes = [text_hash(t) for t in texts]
-    for db in work.glob("*/cograg.db"):
-        import sqlite3
-
-        conn = sqlite3.connect(str(db))
-        try:
-            for h, v in conn.execute("SELECT text_hash, vec FROM embedding_cache WHERE model=?", (embedder.name,)):
-                found[h] = np.frombuffer(v, dtype=np.float32)
-        except sqlite3.Error:
-            pass
+    texts: list[str] = []
+    vecs: list[np.ndarray] = []
+    for name in stores:
+        conn = sqlite3.connect(str(work / name / "cograg.db"))
+        for title, text, vec in conn.execute(
+                "SELECT json_extract(c.metadata, '$.title'), c.text, v.vec FROM chunks c "
+                "JOIN chunk_vectors v ON v.chunk_rowid = c.id ORDER BY c.id"):
+            texts.append(f"{title}\n{text}" if title else text)
+            vecs.append(np.frombuffer(vec, dtype=np.float32))
         conn.close()
-    missing = [i for i, h in enumerate(hashes) if h not in found]
-    if missing:
-        t0 = time.perf_counter()
-        vecs = np.asarray(embedder.embed_passages([texts[i] for i in missing]), dtype=np.float32)
-        print(f"embedded {len(missing)} base chunks in {time.perf_counter() - t0:.1f}s", flush=True)
-        for i, v in zip(missing, vecs):
-            found[hashes[i]] = v
-    out = np.stack([found[h] for h in hashes])
-    np.save(cache, out)
-    return out
+    if not texts:
+        raise SystemExit(f"no embedded chunks in {work}/{stores}; run benchmarks/retrieval_quality.py first")
+    return texts, np.stack(vecs)
 
 
 def timed(fn, queries: list[str]) -> list[float]:
@@ -181,9 +170,9 @@ def main() -> None:
     from cograg.index.vectors import VectorIndex
     from cograg.models.embedder import get_embedder
 
-    texts, queries = base_texts(args.data)
+    _, queries = base_texts(args.data)
+    texts, vecs = base_from_stores(args.work)
     embedder = get_embedder("e5-small")
-    vecs = base_vectors(texts, args.work, embedder)
     rng = random.Random(1)
     qs = [q.strip() for q in rng.sample(queries, args.queries)]  # the retriever strips queries too
     qvecs = {q: np.asarray(v, dtype=np.float32) for q, v in zip(qs, embedder.embed_queries(qs))}
@@ -327,9 +316,10 @@ def main() -> None:
             "are interleaved query by query so load falls on all alike. Medians.\n\n"
             "Corpus: real cmrc2018/HotpotQA chunks replicated with perturbation (shuffled sentences, one word "
             "swapped); vectors: their real e5 embeddings plus Gaussian noise (σ=0.02), re-normalised.\n"
-            "`hybrid` is the default (adaptive fusion, BM25 and vectors run concurrently, coarse 96-d PCA pass + "
-            f"exact re-scoring of 1000 candidates from 50k chunks on, BM25 terms in > {args.common_term_share:.0%} of "
-            "chunks dropped); `no speed-ups` = exact full vector scan and all query terms. Baselines over the same "
+            "`hybrid` = the default search (adaptive fusion, BM25 and vectors run concurrently, coarse 96-d PCA pass + "
+            "exact re-scoring of 1000 candidates from 50k chunks on) plus the option "
+            f"`retrieval.common_term_share = {args.common_term_share}` (BM25 query terms in more than that share of "
+            "chunks dropped; off by default); `no speed-ups` = exact full vector scan and all query terms. Baselines over the same "
             "analysed terms and vectors, same process: bm25s 0.2 (`n_threads=1`), numpy `argpartition` exact "
             "cosine, Python RRF; rank_bm25 `BM25Okapi`.\n\n" + text + "\n")
         from benchmarks_common import write_section

@@ -39,6 +39,7 @@ from cograg.index.sqlite_store import SQLiteStore  # noqa: E402
 from cograg.retrieval.adaptive_fusion import FusionCalibration, adaptive_fusion, convex_fusion  # noqa: E402
 from cograg.index.term_stats import TermStats  # noqa: E402
 from cograg.retrieval.feedback import FeedbackSettings, keyword_search_with_feedback  # noqa: E402
+from cograg.retrieval.doc_aggregation import DocumentAggregation, aggregate  # noqa: E402
 from cograg.retrieval.fusion import rrf  # noqa: E402
 
 Hits = list[tuple[int, float]]
@@ -58,8 +59,9 @@ class Candidates:
         store = SQLiteStore(store_dir, create=False)
         if not store.has_vectors():
             raise SystemExit(f"{store_dir} has no vectors; run benchmarks/retrieval_quality.py first")
-        self.record = {int(r[0]): json.loads(r[1]).get("record_id") for r in
-                       store.conn.execute("SELECT id, metadata FROM chunks")}
+        meta = {int(r[0]): json.loads(r[1]) for r in store.conn.execute("SELECT id, metadata FROM chunks")}
+        self.record = {rid: m.get("record_id") for rid, m in meta.items()}
+        self.title = {rid: m.get("title") for rid, m in meta.items()}  # the passage a chunk belongs to
         qvec_file = store_dir.parent / f"qvecs-{name}.npy"
         qids = sorted(self.queries)
         if qvec_file.exists():
@@ -97,8 +99,12 @@ class Candidates:
         return {k: round(v / len(qids), 4) for k, v in sums.items()} | {"queries": len(qids)}
 
 
-def modes(cal: FusionCalibration) -> dict[str, Callable[[str, Hits, Hits], list[int]]]:
-    return {
+def modes(cal: FusionCalibration, group: dict[int, str] | None = None) -> dict[str, Callable[[str, Hits, Hits], list[int]]]:
+    extra: dict[str, Callable[[str, Hits, Hits], list[int]]] = {}
+    if group is not None:
+        extra["hybrid adaptive + document aggregation (by passage title)"] = lambda q, b, v: [
+            r for r, _ in aggregate(adaptive_fusion(q, b, v, cal)[0], group, DocumentAggregation())]
+    return extra | {
         "bm25": lambda q, b, v: [r for r, _ in b],
         "vector": lambda q, b, v: [r for r, _ in v],
         "hybrid rrf k=60": lambda q, b, v: [r for r, _ in rrf([[r for r, _ in b], [r for r, _ in v]], k=60)],
@@ -167,7 +173,7 @@ def main() -> None:
     rows = []
     for (name, label, _, _), s in zip(specs, sets):
         for half in ("evaluation", "calibration"):
-            for mode, fuse in modes(cal).items():
+            for mode, fuse in modes(cal, s.title if half == "evaluation" else None).items():
                 r = s.score(fuse, half)
                 rows.append({"set": label, "half": half, "mode": mode, **r})
                 print(json.dumps(rows[-1], ensure_ascii=False), flush=True)

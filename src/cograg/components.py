@@ -126,6 +126,7 @@ def build_components(settings: Settings, *, create: bool = True, **given: Any) -
         return value if isinstance(value, Lazy) else Lazy.of(value)
 
     store = given.get("store") or SQLiteStore(settings.store, create=create, indexer=ChunkIndexer())
+    store.common_term_share = settings.retrieval.common_term_share
     embedder_only = part("embedder", lambda: _embedder(settings))
 
     def attached_embedder() -> Any:
