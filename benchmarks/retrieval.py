@@ -316,7 +316,7 @@ def main() -> None:
             "are interleaved query by query so load falls on all alike. Medians.\n\n"
             "Corpus: real cmrc2018/HotpotQA chunks replicated with perturbation (shuffled sentences, one word "
             "swapped); vectors: their real e5 embeddings plus Gaussian noise (σ=0.02), re-normalised.\n"
-            "`hybrid` = the default search (adaptive fusion, BM25 and vectors run concurrently, coarse 96-d PCA pass + "
+            "`hybrid` = the default search (adaptive fusion, BM25 and vectors run concurrently, coarse 128-d PCA pass + "
             "exact re-scoring of 1000 candidates from 50k chunks on) plus the option "
             f"`retrieval.common_term_share = {args.common_term_share}` (BM25 query terms in more than that share of "
             "chunks dropped; off by default); `no speed-ups` = exact full vector scan and all query terms. Baselines over the same "

@@ -5,7 +5,7 @@ scanned with one BLAS mat-vec. Access control is a mask applied before top-k, so
 the search, not after it.
 
 The scan is memory-bound (100k × 384 float32 is 154 MB per query). From `coarse_from` vectors on,
-a first pass scans a PCA projection of the matrix to `coarse_dims` dimensions (a quarter of the
+a first pass scans a PCA projection of the matrix to `coarse_dims` dimensions (a third of the
 bytes, still one BLAS call — float16/int8 mat-vecs have no BLAS path in numpy and are far slower on
 AVX2), keeps the best `rescore` candidates and re-scores them exactly against the full vectors, so
 the returned cosines are exact. docs/benchmarks.md (Retrieval latency) has the recall of this
@@ -42,7 +42,7 @@ def pca_basis(vectors: np.ndarray, dims: int, sample: int = 20_000, seed: int = 
 
 
 class VectorIndex:
-    def __init__(self, *, coarse_from: int = 50_000, coarse_dims: int = 96, rescore: int = 1000) -> None:
+    def __init__(self, *, coarse_from: int = 50_000, coarse_dims: int = 128, rescore: int = 1000) -> None:
         self._m: _Matrix | None = None
         self._lock = threading.Lock()
         self.coarse_from = coarse_from
