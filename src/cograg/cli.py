@@ -118,7 +118,7 @@ def search(
         "--variant", help="extra query variant, fused by RRF (repeatable)")] = None,
     groups: Annotated[str | None, typer.Option(help="search as a principal with these groups (comma-separated)")] = None,
     user: Annotated[str | None, typer.Option(help="search as this user (ACL entry user:NAME)")] = None,
-    fusion: Annotated[str | None, typer.Option(help="rrf | weighted")] = None,
+    fusion: Annotated[str | None, typer.Option(help="adaptive (default) | weighted | rrf")] = None,
     policy: Annotated[Path | None, typer.Option(help="corpus_policy.yaml")] = None,
     reranker: Annotated[str | None, typer.Option(help="none | cross-encoder:DIR | llm [env: COGRAG_RERANKER]")] = None,
     explain: Annotated[bool, typer.Option("--explain", help="show each retriever's rank and score")] = False,
@@ -160,6 +160,10 @@ def search(
         if h.snippet_visible:
             out.print("    " + h.text[:240].replace("\n", " "), highlight=False)
     if explain:
+        if result.fusion is not None:
+            f = result.fusion
+            weight = "" if f.vector_weight is None else f" vector weight {f.vector_weight:.2f}"
+            out.print(f"[dim]fusion {f.method}{weight}: {f.reason}[/]", highlight=False)
         ev = "n/a" if result.evidence_score is None else f"{result.evidence_score:.4f} ({result.evidence_source})"
         out.print(f"[dim]evidence {ev} · policy {result.policy_version} · filtered {result.filtered_by_policy} · "
                   f"timings {result.timings_ms}[/]", highlight=False)

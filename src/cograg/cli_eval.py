@@ -90,7 +90,7 @@ def eval_retrieval(
     directory: Annotated[Path, typer.Argument(help="BEIR folder: corpus.jsonl, queries.jsonl, qrels/QRELS.tsv")],
     qrels: Annotated[str | None, typer.Option(help="qrels file name [default: the only one in qrels/]")] = None,
     modes: Annotated[str, typer.Option(help="comma-separated modes")] = "bm25,vector,hybrid",
-    fusion: Annotated[str | None, typer.Option(help="hybrid fusion: rrf | weighted")] = None,
+    fusion: Annotated[str | None, typer.Option(help="hybrid fusion: adaptive (default) | weighted | rrf")] = None,
     split: SplitOpt = "evaluation", limit: LimitOpt = None, out_dir: OutOpt = None,
     baseline: BaselineOpt = None, tolerance: ToleranceOpt = 0.01,
     store: Annotated[Path | None, typer.Option("--store", help="store for the corpus [default: <COGRAG_STORE>/eval/<folder name>]")] = None,

@@ -128,8 +128,16 @@ class RetrievalConfig(_Section):
 
     retrieve_k: int = Field(50, ge=1, le=1000, description="candidates per retriever before fusion")
     rrf_k: int = Field(60, ge=1)
-    fusion: Literal["rrf", "weighted"] = "rrf"
+    fusion: Literal["rrf", "weighted", "adaptive"] = Field(
+        "adaptive", description="adaptive: per-query weights calibrated per language (docs/benchmarks.md); "
+        "weighted: fixed vector_weight; rrf: reciprocal rank fusion")
     vector_weight: float = Field(0.5, ge=0.0, le=1.0, description="weight of vector scores in weighted fusion")
+    fusion_calibration: Path | None = Field(None, description="JSON written by benchmarks/retrieval_fusion.py "
+                                            "--calibrate; default: the packaged calibration")
+    feedback: bool = Field(False, description="BM25 pseudo-relevance feedback (RM3-style query expansion)")
+    common_term_share: float | None = Field(
+        None, gt=0.0, le=1.0, description="drop query terms found in more than this share of all chunks "
+        "from BM25 queries (the rarest term is kept); faster on large stores; None: keep every term")
     reranker: str = Field("none", description="none | cross-encoder:DIR | llm")
     rerank_candidates: int = Field(20, ge=1, le=200)
 

@@ -17,6 +17,8 @@ from cograg.documents import Chunk, Document
 from cograg.errors import ConfigError, StoreError
 from cograg.ingest.models import IngestSummary
 from cograg.ingest.pipeline import ProgressCallback, ingest_paths
+from cograg.retrieval.adaptive_fusion import load_calibration
+from cograg.retrieval.feedback_settings import FeedbackSettings
 from cograg.retrieval.models import Principal, SearchRequest, SearchResult
 from cograg.retrieval.search import QueryError
 
@@ -228,6 +230,8 @@ class Engine:
                 rrf_k=options.pop("rrf_k", cfg.rrf_k),
                 fusion=options.pop("fusion", cfg.fusion),
                 vector_weight=options.pop("vector_weight", cfg.vector_weight),
+                fusion_calibration=options.pop("fusion_calibration", load_calibration(cfg.fusion_calibration)),
+                feedback=options.pop("feedback", FeedbackSettings() if cfg.feedback else None),
                 rerank_candidates=options.pop("rerank_candidates", cfg.rerank_candidates),
                 **options)
         except ValidationError as exc:
@@ -252,7 +256,9 @@ class Engine:
                     for h in res.hits]
 
         cfg = self.settings.retrieval
-        options = {"fusion": cfg.fusion, "rrf_k": cfg.rrf_k, "vector_weight": cfg.vector_weight}
+        options = {"fusion": cfg.fusion, "rrf_k": cfg.rrf_k, "vector_weight": cfg.vector_weight,
+                   "fusion_calibration": load_calibration(cfg.fusion_calibration),
+                   "feedback": FeedbackSettings() if cfg.feedback else None}
         report = evaluate(run, data, modes, limit=limit, progress=query_progress,  # type: ignore[arg-type]
                           request_options=options, query_split=query_split, rows=rows)
         report["fusion"] = cfg.fusion

@@ -90,14 +90,24 @@ def fts_document(text: str) -> str:
     return " ".join(analyze(text))
 
 
-def fts_query(text: str, *, max_terms: int = 64) -> str | None:
-    """An FTS5 MATCH expression OR-ing the distinct query terms; None when nothing is searchable."""
+def query_terms(text: str, *, max_terms: int = 64) -> list[str]:
+    """The distinct analysed terms of a query, in order, at most `max_terms`."""
     seen: dict[str, None] = {}
     for t in analyze(text):
         if t not in seen:
             seen[t] = None
         if len(seen) >= max_terms:
             break
-    if not seen:
+    return list(seen)
+
+
+def fts_match(terms: list[str]) -> str | None:
+    """An FTS5 MATCH expression OR-ing `terms` (already analysed); None when there are none."""
+    if not terms:
         return None
-    return " OR ".join('"' + t.replace('"', '""') + '"' for t in seen)
+    return " OR ".join('"' + t.replace('"', '""') + '"' for t in terms)
+
+
+def fts_query(text: str, *, max_terms: int = 64) -> str | None:
+    """An FTS5 MATCH expression OR-ing the distinct query terms; None when nothing is searchable."""
+    return fts_match(query_terms(text, max_terms=max_terms))

@@ -16,8 +16,9 @@ import numpy as np
 
 from cograg.documents import Chunk, Document
 from cograg.errors import StoreError
-from cograg.index.analyzer import ANALYZER_VERSION, fts_document, fts_query
+from cograg.index.analyzer import ANALYZER_VERSION, fts_document, fts_match, query_terms
 from cograg.index.indexing import ChunkIndexer, EmbeddingCacheFiller
+from cograg.index.term_stats import TermStats
 from cograg.index.vectors import VectorIndex
 
 DB_NAME = "cograg.db"
@@ -124,6 +125,10 @@ class SQLiteStore:
         self.directory = Path(directory).expanduser()
         self.indexer = indexer or ChunkIndexer()
         self.vector_index = VectorIndex()
+        self.term_stats = TermStats()
+        # Query terms found in more than this share of all chunks are dropped from keyword queries
+        # (the rarest term is always kept): they barely move BM25 but make FTS5 score most rows.
+        self.common_term_share: float | None = None
         db = self.directory / DB_NAME
         if not db.exists() and not create:
             raise StoreError(f"no store at {self.directory} (run `cograg ingest` first)")
@@ -320,7 +325,23 @@ class SQLiteStore:
         """BM25 over the analysed terms: (chunk rowid, score) best first; higher is better.
         With `groups`, the ACL restriction is part of the same SQL query; so is the scope
         `doc_ids` (only chunks of those documents)."""
-        match = fts_query(query)
+        terms = query_terms(query)
+        if self.common_term_share is not None and len(terms) > 1:
+            terms = self.term_stats.drop_common(self.conn, self.generation(), terms, self.common_term_share)
+        return self.keyword_search_terms(terms, k, groups, doc_ids)
+
+    def doc_ids_of(self, rowids: list[int]) -> dict[int, str]:
+        out: dict[int, str] = {}
+        for i in range(0, len(rowids), 500):
+            part = rowids[i:i + 500]
+            out.update((int(r[0]), str(r[1])) for r in self.conn.execute(
+                f"SELECT id, doc_id FROM chunks WHERE id IN ({','.join('?' * len(part))})", part))
+        return out
+
+    def keyword_search_terms(self, terms: list[str], k: int, groups: list[str] | None = None,
+                             doc_ids: list[str] | None = None) -> list[tuple[int, float]]:
+        """BM25 for terms that are already analysed (any of them may match)."""
+        match = fts_match(terms)
         if match is None or k <= 0 or (doc_ids is not None and not doc_ids):
             return []
         sql = "SELECT rowid, bm25(chunks_fts) AS s FROM chunks_fts WHERE chunks_fts MATCH ?"

@@ -68,7 +68,8 @@ class TurnEvidence:
         def recorded(query: str) -> SearchResult:
             result = search(query, k)
             self.searches.append({"query": query, "chunk_ids": [h.chunk_id for h in result.hits],
-                                  "evidence": result.evidence_score})
+                                  "evidence": result.evidence_score,
+                                  "fusion": result.fusion.model_dump() if result.fusion else None})
             for h in result.hits:
                 self.hits.setdefault(h.chunk_id, h)
             best, _ = self.best

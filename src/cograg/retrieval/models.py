@@ -6,8 +6,12 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
+from cograg.retrieval.adaptive_fusion import FusionCalibration, FusionDecision
+from cograg.retrieval.doc_aggregation import DocumentAggregation
+from cograg.retrieval.feedback_settings import FeedbackSettings
+
 SearchMode = Literal["bm25", "vector", "hybrid"]
-FusionMethod = Literal["rrf", "weighted"]
+FusionMethod = Literal["rrf", "weighted", "adaptive"]
 
 MAX_QUERY_CHARS = 4000  # longer queries are cut here; the result says so
 
@@ -34,9 +38,14 @@ class SearchRequest(BaseModel):
     k: int = Field(10, description="results to return")
     mode: SearchMode = "hybrid"
     retrieve_k: int = Field(50, ge=1, le=1000, description="candidates per retriever")
-    fusion: FusionMethod = "rrf"
+    fusion: FusionMethod = "adaptive"
     rrf_k: int = Field(60, ge=1)
     vector_weight: float = Field(0.5, ge=0.0, le=1.0, description="weight of vectors in weighted fusion")
+    fusion_calibration: FusionCalibration | None = Field(
+        None, description="adaptive fusion's weights; None: the packaged calibration")
+    feedback: FeedbackSettings | None = Field(None, description="BM25 pseudo-relevance feedback (RM3); None: off")
+    document_aggregation: DocumentAggregation | None = Field(
+        None, description="blend each chunk's score with its document's; None: off")
     variants: list[str] = Field(default_factory=list, description="extra query variants fused by RRF (B5)")
     principal: Principal | None = None
     rerank: bool = True
@@ -96,6 +105,7 @@ class SearchResult(BaseModel):
     evidence_source: str | None = None
     policy_version: str | None = None
     filtered_by_policy: int = 0
+    fusion: FusionDecision | None = Field(None, description="how BM25 and vectors were fused for the query, and why")
     notes: list[str] = Field(default_factory=list)
     timings_ms: dict[str, float] = Field(default_factory=dict)
 

@@ -15,6 +15,9 @@ import numpy as np
 
 from cograg.errors import CogragError, StoreError
 from cograg.index.sqlite_store import SQLiteStore
+from cograg.retrieval.adaptive_fusion import FusionDecision, adaptive_fusion
+from cograg.retrieval.doc_aggregation import aggregate
+from cograg.retrieval.feedback import keyword_search_with_feedback
 from cograg.retrieval.fusion import rrf, weighted_fusion
 from cograg.retrieval.models import (MAX_QUERY_CHARS, RetrieverHit, SearchHit, SearchRequest,
                                      SearchResult)
@@ -64,20 +67,27 @@ class Retriever:
             self._qcache[key] = vec
         return vec
 
+    def _keyword(self, query: str, req: SearchRequest, groups: list[str] | None) -> list[tuple[int, float]]:
+        if req.feedback is not None:
+            return keyword_search_with_feedback(self.store, self.store.term_stats, query, req.retrieve_k, groups,
+                                                req.feedback, doc_ids=req.doc_ids)
+        return self.store.keyword_search(query, req.retrieve_k, groups, req.doc_ids)
+
     def _run(self, query: str, req: SearchRequest, groups: list[str] | None,
-             timings: dict[str, float], qvec: np.ndarray | None) -> tuple[list[int], dict[int, dict[str, RetrieverHit]], dict[int, float], dict[int, float]]:
+             timings: dict[str, float], qvec: np.ndarray | None,
+             decisions: list[FusionDecision] | None = None) -> tuple[list[int], dict[int, dict[str, RetrieverHit]], dict[int, float], dict[int, float]]:
         """Ranked rowids for one query string plus per-retriever hits, fused scores and the
-        vector candidates' cosines."""
+        vector candidates' cosines; how the two lists were fused is appended to `decisions`."""
         per: dict[int, dict[str, RetrieverHit]] = {}
         bm25: list[tuple[int, float]] = []
         vec: list[tuple[int, float]] = []
         t0 = time.perf_counter()
         if req.mode == "hybrid":
-            fut = self._pool.submit(self.store.keyword_search, query, req.retrieve_k, groups, req.doc_ids)
+            fut = self._pool.submit(self._keyword, query, req, groups)
             vec = self.store.vector_search(qvec, req.retrieve_k, groups, req.doc_ids)  # type: ignore[arg-type]
             bm25 = fut.result()
         elif req.mode == "bm25":
-            bm25 = self.store.keyword_search(query, req.retrieve_k, groups, req.doc_ids)
+            bm25 = self._keyword(query, req, groups)
         else:
             vec = self.store.vector_search(qvec, req.retrieve_k, groups, req.doc_ids)  # type: ignore[arg-type]
         timings["retrieve"] = timings.get("retrieve", 0.0) + (time.perf_counter() - t0) * 1000
@@ -87,11 +97,22 @@ class Retriever:
         cosines = dict(vec)
         if req.mode != "hybrid":
             only = bm25 or vec
+            if req.document_aggregation is not None:
+                only = aggregate(only, self.store.doc_ids_of([r for r, _ in only]), req.document_aggregation)
             return [r for r, _ in only], per, {r: s for r, s in only}, cosines
-        if req.fusion == "weighted":
+        if req.fusion == "adaptive":
+            fused, decision = adaptive_fusion(query, bm25, vec, req.fusion_calibration)
+        elif req.fusion == "weighted":
             fused = weighted_fusion([dict(bm25), dict(vec)], [1 - req.vector_weight, req.vector_weight])
+            decision = FusionDecision(method="weighted", vector_weight=req.vector_weight,
+                                      reason="fixed weight (fusion=weighted)")
         else:
             fused = rrf([[r for r, _ in bm25], [r for r, _ in vec]], k=req.rrf_k)
+            decision = FusionDecision(method="rrf", reason=f"reciprocal rank fusion, k={req.rrf_k} (fusion=rrf)")
+        if req.document_aggregation is not None:
+            fused = aggregate(fused, self.store.doc_ids_of([r for r, _ in fused]), req.document_aggregation)
+        if decisions is not None:
+            decisions.append(decision)
         return [r for r, _ in fused], per, dict(fused), cosines
 
     # ------------------------------------------------------------------ public
@@ -132,13 +153,14 @@ class Retriever:
         per: dict[int, dict[str, RetrieverHit]] = {}
         single_scores: dict[int, float] = {}
         cosines: dict[int, float] = {}
+        decisions: list[FusionDecision] = []
         for q in queries:
             qvec = None
             if mode != "bm25":
                 t0 = time.perf_counter()
                 qvec = self._embed(q)
                 timings["embed_query"] = timings.get("embed_query", 0.0) + (time.perf_counter() - t0) * 1000
-            ranked, hits, scores, cos = self._run(q, req, groups, timings, qvec)
+            ranked, hits, scores, cos = self._run(q, req, groups, timings, qvec, decisions)
             rankings.append(ranked)
             if q == query:
                 per, single_scores = hits, scores
@@ -181,7 +203,7 @@ class Retriever:
         timings["total"] = (time.perf_counter() - started) * 1000
         return SearchResult(query=query, mode=mode, hits=hits_out[:req.k], evidence_score=evidence,
                             evidence_source=evidence_source, policy_version=self.policy.policy_version(),
-                            filtered_by_policy=filtered, notes=notes,
+                            filtered_by_policy=filtered, notes=notes, fusion=decisions[0] if decisions else None,
                             timings_ms={k: round(v, 2) for k, v in timings.items()})
 
     def _admit(self, batch: list[int], rows: dict, scores: dict[int, float],
