@@ -50,8 +50,28 @@ def block_of(messages, needle: str) -> int:
 
 
 def test_an_unmarked_sentence_is_not_attached_to_a_block_that_merely_shares_letters() -> None:
-    v = validate_draft(draft("The Linden Bridge is made of chocolate.", (1, "")), BLOCKS)
+    # block 1 shares most of the words, but the model cited block 2: no attachment by overlap
+    v = validate_draft(draft("The Linden Bridge is made of chocolate.", (2, "")), BLOCKS)
     assert v.citations == [] and v.issues.markers_inserted == 0 and "[" not in v.answer
+    # the cited block shares two of seven terms: too little to attach
+    v = validate_draft(draft("The Linden Bridge is made of chocolate, sugar, glass and marzipan.", (1, "")), BLOCKS)
+    assert v.citations == [] and v.issues.markers_inserted == 0
+    # numbers the cited block does not hold: no attachment
+    v = validate_draft(draft("The Linden Bridge was designed by Tobias Marrick in 1790.", (1, "")), BLOCKS)
+    assert v.issues.markers_inserted == 0
+
+
+def test_an_unmarked_sentence_goes_to_the_block_the_model_cited_and_the_verifier_decides(tmp_path: Path) -> None:
+    v = validate_draft(draft("Tobias Marrick designed the Linden Bridge, which has seven arches.", (1, "")), BLOCKS)
+    assert v.issues.markers_inserted == 1 and v.answer.endswith("[1].")
+    # attached to the cited block, then not supported by it: never delivered
+    eng = make_engine(tmp_path, DOCS)
+    reply = lambda m: json.dumps({"answer": "The Linden Bridge was designed by a committee of engineers.",  # noqa: E731
+                                  "citations": [{"id": block_of(m, "Marrick"), "quote": ""}], "fallback": False})
+    resp = with_models(eng, llm=ScriptedLLM([reply, reply]), judge=LexicalJudge()).answerer(OPEN).answer(
+        "Who designed the Linden Bridge?")
+    eng.close()
+    assert resp.fallback and not resp.grounded and "committee" not in resp.answer
 
 
 def test_an_unmarked_sentence_is_attached_where_the_block_holds_it() -> None:
@@ -65,7 +85,7 @@ def test_an_unmarked_sentence_is_attached_where_the_block_holds_it() -> None:
 
 def test_an_unmarked_answer_no_block_holds_is_regenerated_once_then_refused(tmp_path: Path) -> None:
     eng = make_engine(tmp_path, DOCS)
-    reply = lambda m: json.dumps({"answer": "The Linden Bridge was designed by a committee of engineers.",  # noqa: E731
+    reply = lambda m: json.dumps({"answer": "A committee of engineers chose that plan.",  # noqa: E731
                                   "citations": [{"id": block_of(m, "Marrick"), "quote": ""}], "fallback": False})
     llm = ScriptedLLM([reply, reply])
     resp = with_models(eng, llm=llm, judge=LexicalJudge()).answerer(OPEN).answer("Who designed the Linden Bridge?")

@@ -17,6 +17,7 @@ from rapidfuzz import fuzz
 
 import unicodedata
 
+from cograg.index.analyzer import analyze
 from cograg.retrieval.packing import ContextBlock
 from cograg.text import is_verbatim, ngram_overlap, normalise_for_match, numbers_in, sentence_spans, split_sentences
 
@@ -338,17 +339,39 @@ def _supports_verbatim(sentence: str, block: ContextBlock) -> bool:
                for t in [block.text, *block.chunk_texts])
 
 
+def _listed_block_for(sentence: str, listed: list[ContextBlock]) -> ContextBlock | None:
+    """Among the blocks the model itself cited, the one that shares most of the sentence's terms
+    and holds all of its numbers (the verifier's deterministic pre-checks); None when none does."""
+    claim = strip_markers(sentence).rstrip("。！？!?.")
+    terms = set(analyze(claim))
+    best, best_shared = None, 0
+    for b in listed:
+        if not numbers_in(claim) <= numbers_in(b.text):
+            continue
+        shared = len(terms & set(analyze(b.text)))
+        if shared > best_shared:
+            best, best_shared = b, shared
+    # at least half of the sentence's terms: a block that shares a word or two backs nothing
+    return best if best is not None and best_shared * 2 >= len(terms) else None
+
+
 def insert_markers(answer: str, blocks: list[ContextBlock], prefer: list[str] | tuple[str, ...] = ()) -> tuple[str, int]:
-    """The model wrote no markers: attach each sentence to a block that supports it by the
-    verifier's deterministic test (the sentence is a verbatim span of the block), trying the
-    blocks the model listed (`prefer`) first. A sentence no block holds that way stays unmarked:
-    the verifier treats it as uncited, and an answer left with no citation is regenerated once,
-    then refused (C2)."""
+    """The model wrote no markers but listed citations: attach each sentence to a block.
+
+    First a block that holds the sentence verbatim (the verifier's deterministic test), the
+    blocks the model listed tried first. Otherwise only a block the model listed itself, and only
+    one that holds the sentence's numbers and at least half of its terms; such a sentence then
+    goes through the verifier's full test (numbers, negation, similarity, judge) like any cited
+    sentence, and is removed when that block does not support it. A sentence with neither stays
+    unmarked: the verifier treats it as uncited, and an answer left with no citation is
+    regenerated once, then refused (C2). A block the model did not cite is never attached by
+    word overlap."""
     order = sorted(blocks, key=lambda b: str(b.citation_id) not in prefer)
+    listed = [b for b in order if str(b.citation_id) in prefer]
     out: list[str] = []
     inserted = 0
     for sent in split_sentences(answer):
-        best = next((b for b in order if _supports_verbatim(sent, b)), None)
+        best = next((b for b in order if _supports_verbatim(sent, b)), None) or _listed_block_for(sent, listed)
         if best is not None:
             end = sent[-1] if sent[-1] in "。！？!?." else ""
             out.append(f"{sent[:len(sent) - len(end)].rstrip()} [{best.citation_id}]{end}")
