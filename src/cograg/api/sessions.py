@@ -5,6 +5,7 @@ are blanked when the policy hides source text, as everywhere else."""
 
 from __future__ import annotations
 
+from pathlib import PurePath
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -20,6 +21,8 @@ router = APIRouter(prefix="/api/sessions", tags=["sessions"])
 
 def _fact(fact: Any, visible: bool) -> dict[str, Any]:
     data = fact.model_dump(mode="json")
+    if data.get("source"):  # the file name, not the server's path to it (as in citations)
+        data["source"] = PurePath(data["source"]).name
     if not visible:
         data["quote"] = ""
     return data
