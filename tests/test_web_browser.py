@@ -39,12 +39,24 @@ def _free_port() -> int:
 
 
 @pytest.fixture()
-def served(tmp_path: Path) -> Iterator[str]:
+def app_kind() -> str:
+    """`plain`: the sample corpus, no keys; a test parametrized with `keyed` gets API keys and the
+    Linden document under an ACL (tests/test_api_keys.py)."""
+    return "plain"
+
+
+@pytest.fixture()
+def served(app_kind: str, tmp_path: Path) -> Iterator[str]:
     """The app on a loopback port, served by uvicorn in a thread; yields its base URL."""
     uvicorn = pytest.importorskip("uvicorn", reason="the server extra is not installed")
     from tests.api_support import scripted_app
 
-    app, _ = scripted_app(tmp_path)
+    if app_kind == "keyed":
+        from tests.test_api_keys import keyed_app
+
+        app = keyed_app(tmp_path)
+    else:
+        app, _ = scripted_app(tmp_path)
     port = _free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
@@ -173,3 +185,22 @@ def test_session_panel_and_fact_ledger_with_forget(page) -> None:
     page.reload()
     page.wait_for_selector("body[data-ready='1']")
     assert page.input_value("#session") == first
+
+
+@pytest.mark.parametrize("app_kind", ["keyed"])
+def test_api_key_on_the_page_opens_the_documents_of_its_groups(page) -> None:
+    from tests.test_api_keys import ALICE_KEY
+
+    assert "linden.md" not in page.inner_text("#documents")  # anonymous: public documents only
+    ask_on_page(page)
+    assert "1811" not in page.inner_text("#answer")
+    anonymous_session = page.input_value("#session")
+    page.fill("#api-key", ALICE_KEY)
+    page.dispatch_event("#api-key", "change")
+    assert page.input_value("#session") != anonymous_session  # sessions belong to keys
+    page.wait_for_function("document.querySelector('#documents').innerText.includes('linden.md')")
+    ask_on_page(page)
+    assert "1811" in page.inner_text("#answer")
+    page.click("#answer a.cite[data-cite='1']")
+    page.wait_for_selector("#passage mark")  # the passage opens with the key too
+

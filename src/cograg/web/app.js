@@ -390,7 +390,10 @@ async function start() {
   $("#new-session").onclick = () => { $("#session").value = newSessionId(); loadFacts(); };
   $("#api-key").value = sessionStorage.getItem("cograg.key") || "";
   $("#api-key").addEventListener("change", () => {
-    sessionStorage.setItem("cograg.key", $("#api-key").value.trim()); loadDocuments(); loadFacts();
+    // a session belongs to the key that made it: another key starts a session of its own
+    sessionStorage.setItem("cograg.key", $("#api-key").value.trim());
+    $("#session").value = newSessionId();
+    loadDocuments(); loadFacts();
   });
   await loadDocuments();
   await loadFacts();
