@@ -58,3 +58,14 @@ def test_serve_answers_health_documents_and_page(tmp_path: Path, cograg_cmd: lis
 def test_serve_bad_option_is_one_line(cli) -> None:
     r = cli("serve", "--port", "70000")
     assert r.exit_code != 0 and "port" in (r.stderr + r.stdout).lower()
+
+
+def test_serve_refuses_a_bad_keys_file_or_anonymous_setting_in_one_line(cli, tmp_path: Path) -> None:
+    keys = tmp_path / "keys.yaml"
+    keys.write_text("keys:\n  - name: ann\n    key: sekrit-value-1\n    sha256: abc\n", encoding="utf-8")
+    r = cli("serve", "--keys", str(keys), "--store", str(tmp_path / "store"))
+    text = r.stderr + r.stdout
+    assert r.exit_code != 0 and "keys file" in text and "malformed" in text and "sekrit-value-1" not in text
+    assert len(text.strip().splitlines()) == 1
+    r = cli("serve", "--anonymous", "maybe", "--store", str(tmp_path / "store"))
+    assert r.exit_code != 0 and "anonymous" in (r.stderr + r.stdout)

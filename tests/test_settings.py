@@ -33,7 +33,7 @@ def test_defaults_are_the_calibrated_values() -> None:
     assert s.control.max_nodes == 8 and s.control.grade_pass_threshold == 0.6
     assert s.retrieval.retrieve_k == 50 and s.retrieval.fusion == "adaptive"
     assert s.models.llm == "default" and s.routing.router_llm is False
-    assert set(SECTIONS) == {"answer", "verification", "control", "routing", "retrieval", "models", "memory"}
+    assert set(SECTIONS) == {"answer", "verification", "control", "routing", "retrieval", "models", "memory", "serve"}
 
 
 def test_nested_environment_names(monkeypatch: pytest.MonkeyPatch) -> None:

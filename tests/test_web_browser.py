@@ -39,12 +39,24 @@ def _free_port() -> int:
 
 
 @pytest.fixture()
-def served(tmp_path: Path) -> Iterator[str]:
+def app_kind() -> str:
+    """`plain`: the sample corpus, no keys; a test parametrized with `keyed` gets API keys and the
+    Linden document under an ACL (tests/test_api_keys.py)."""
+    return "plain"
+
+
+@pytest.fixture()
+def served(app_kind: str, tmp_path: Path) -> Iterator[str]:
     """The app on a loopback port, served by uvicorn in a thread; yields its base URL."""
     uvicorn = pytest.importorskip("uvicorn", reason="the server extra is not installed")
     from tests.api_support import scripted_app
 
-    app, _ = scripted_app(tmp_path)
+    if app_kind == "keyed":
+        from tests.test_api_keys import keyed_app
+
+        app = keyed_app(tmp_path)
+    else:
+        app, _ = scripted_app(tmp_path)
     port = _free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
@@ -112,3 +124,83 @@ def test_page_speaks_chinese(page) -> None:
     page.click("#lang-toggle")
     assert page.inner_text("#ask-button") == "提问"
     assert page.get_attribute("#question", "placeholder").startswith("输入")
+
+
+def ask_on_page(page, question: str = QUESTION) -> None:
+    page.fill("#question", question)
+    page.click("#ask-button")
+    page.wait_for_selector("#answer[data-state='done']")
+
+
+def test_workflow_graph_verification_and_grader_details(page) -> None:
+    page.select_option("#mode", "R2")
+    ask_on_page(page)
+    nodes = page.eval_on_selector_all("#workflow-graph li.node", "els => els.map(e => e.dataset.state)")
+    assert nodes[0] == "ROUTING" and nodes[-1] == "DONE" and "GRADING" in nodes and "VERIFYING" in nodes
+    assert page.locator("#workflow-graph li.active").count() == 0  # the turn is over: every node is done
+    assert "ms" in page.inner_text("#workflow-graph li.node[data-state='GRADING'] .time")
+    assert "R2_MULTI_RETRIEVE" in page.inner_text("#decision-path")
+    row = page.locator("#verification tr").first
+    assert row.get_attribute("data-verdict") == "SUPPORTED" and "1811" in row.inner_text()
+    page.wait_for_selector("#grading-box:not([hidden]) #grading tr")
+    assert "linden.md" in page.inner_text("#grading")
+    page.click("#answer a.cite[data-cite='1']")
+    page.wait_for_selector("#passage mark")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "workflow_and_details.png"), full_page=True)
+
+
+def test_document_scope_and_model_profile_go_with_the_question(page) -> None:
+    page.check("#scope label:has-text('rhine.md') input")
+    with page.expect_request("**/api/agent/qa/v2/stream") as sent:
+        ask_on_page(page)
+    body = sent.value.post_data_json
+    assert len(body["doc_ids"]) == 1 and body["session"] == page.input_value("#session")
+    assert "1811" not in page.inner_text("#answer")  # the Linden document is out of scope
+    assert page.eval_on_selector_all("#model option", "els => els.map(e => e.value)") == ["", "fast"]
+
+
+def test_session_panel_and_fact_ledger_with_forget(page) -> None:
+    first = page.input_value("#session")
+    assert first.startswith("web-")
+    assert page.inner_text("#facts") == "No facts in this session yet."
+    ask_on_page(page)
+    fact = page.locator("#facts li[data-fact-id]")
+    fact.first.wait_for()
+    assert "The Linden Bridge opened in 1811." in fact.first.inner_text() and "linden.md" in fact.first.inner_text()
+    assert page.inner_text("#facts-session") == first
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "session_facts.png"), full_page=True)
+    # a new session starts with an empty ledger; going back shows the old one again
+    page.click("#new-session")
+    assert page.input_value("#session") != first
+    page.wait_for_function("document.querySelector('#facts').innerText.includes('No facts')")
+    page.fill("#session", first)
+    page.dispatch_event("#session", "change")
+    page.wait_for_selector("#facts li[data-fact-id]")
+    # forgetting removes the fact from the ledger (and from what the session recalls)
+    page.click("#facts li[data-fact-id] button.forget")
+    page.wait_for_function("document.querySelector('#facts').innerText.includes('No facts')")
+    # the session id is kept across reloads
+    page.reload()
+    page.wait_for_selector("body[data-ready='1']")
+    assert page.input_value("#session") == first
+
+
+@pytest.mark.parametrize("app_kind", ["keyed"])
+def test_api_key_on_the_page_opens_the_documents_of_its_groups(page) -> None:
+    from tests.test_api_keys import ALICE_KEY
+
+    assert "linden.md" not in page.inner_text("#documents")  # anonymous: public documents only
+    ask_on_page(page)
+    assert "1811" not in page.inner_text("#answer")
+    anonymous_session = page.input_value("#session")
+    page.fill("#api-key", ALICE_KEY)
+    page.dispatch_event("#api-key", "change")
+    assert page.input_value("#session") != anonymous_session  # sessions belong to keys
+    page.wait_for_function("document.querySelector('#documents').innerText.includes('linden.md')")
+    ask_on_page(page)
+    assert "1811" in page.inner_text("#answer")
+    page.click("#answer a.cite[data-cite='1']")
+    page.wait_for_selector("#passage mark")  # the passage opens with the key too
+

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -21,6 +22,10 @@ def serve(
         "--model", help="default | fast | gguf:PATH | openai:URL[#model] [env: COGRAG_LLM]")] = None,
     max_upload_mb: Annotated[float | None, typer.Option(
         min=0.001, help="largest file an upload may carry [default: 50, at most max_file_mb]")] = None,
+    keys: Annotated[Path | None, typer.Option(
+        help="API keys file (YAML: keys: [{name, key | sha256, groups, rate_per_minute}]) [setting: serve.keys_file]")] = None,
+    anonymous: Annotated[str | None, typer.Option(
+        help="without a key: public (only documents without an ACL) or refuse (401) [setting: serve.anonymous]")] = None,
     store: StoreOpt = None,
     embedder: EmbedderOpt = None,
     set_: SetOpt = None,
@@ -29,7 +34,9 @@ def serve(
     """Serve the HTTP API (OpenAPI at /docs) and the web page (/) over the store.
 
     Requests are stateless over the store: with --workers N, N processes serve the same store.
-    Models load on the first question, not at start."""
+    Models load on the first question, not at start. With --keys, each request's key
+    (`Authorization: Bearer KEY` or `X-API-Key`) picks the principal whose ACL groups it searches
+    as, under that key's rate limit."""
     try:
         import uvicorn
 
@@ -37,6 +44,14 @@ def serve(
     except ImportError as exc:
         raise fail(f"serving needs the server extra ({exc.name} is missing): pip install -e '.[server]'") from None
     settings = _settings(store, set_, embedder=embedder, llm=model)
+    serve_options = {k: v for k, v in {"serve.keys_file": str(keys) if keys else None,
+                                        "serve.anonymous": anonymous}.items() if v is not None}
+    if serve_options:
+        settings = settings.with_overrides(serve_options)
+    if settings.serve.keys_file is not None:
+        from cograg.api.auth import load_keys
+
+        load_keys(settings.serve.keys_file)  # a bad keys file stops here, in one line, before any worker starts
     url = f"http://{host}:{port}"
     if as_json:
         out.print_json(json.dumps({"url": url, "workers": workers, "store": str(settings.store), "docs": url + "/docs"}))

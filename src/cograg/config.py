@@ -163,9 +163,21 @@ class MemoryConfig(_Section):
         "session", description="serve a repeated question from the answer cache: in session turns, in all turns, or never")
 
 
+class ServeConfig(_Section):
+    """`cograg serve` (SPEC F3): who may call the API and how often. The keys file (YAML) maps
+    API keys to principals: `keys: [{name, key | sha256, groups, user, rate_per_minute}]`."""
+
+    keys_file: Path | None = Field(None, description="API keys file (YAML); none: every caller is anonymous")
+    anonymous: Literal["public", "refuse"] = Field(
+        "public", description="a request without a key sees only public documents, or gets 401")
+    rate_per_minute: int = Field(120, ge=1, description="requests per minute per key (a key may set its own)")
+    anonymous_rate_per_minute: int = Field(120, ge=1, description="requests per minute per anonymous client address")
+
+
 SECTIONS: dict[str, type[BaseModel]] = {
     "answer": AnswerConfig, "verification": VerificationConfig, "control": ControlBudget,
     "routing": RoutingConfig, "retrieval": RetrievalConfig, "models": ModelsConfig, "memory": MemoryConfig,
+    "serve": ServeConfig,
 }
 
 # The flat names of earlier versions (env `COGRAG_<NAME>` and `Settings(<name>=…)`) → their place
@@ -256,6 +268,7 @@ class Settings(BaseSettings):
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
     models: ModelsConfig = Field(default_factory=ModelsConfig)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    serve: ServeConfig = Field(default_factory=ServeConfig)
 
     @classmethod
     def settings_customise_sources(cls, settings_cls: type[BaseSettings], init_settings: PydanticBaseSettingsSource,

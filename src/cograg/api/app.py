@@ -13,13 +13,14 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter, Depends, FastAPI
 from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
 from cograg import __version__
 from cograg.api import corrective, documents, ops, qa, sessions, traces
 from cograg.api.admission import TurnAdmission
+from cograg.api.auth import Gatekeeper, authenticate
 from cograg.api.engines import EngineFactory
 from cograg.api.errors import install_error_handlers
 from cograg.api.metrics import Metrics
@@ -29,6 +30,8 @@ from cograg.messages import MESSAGES
 
 ROUTERS: tuple[APIRouter, ...] = (qa.router, corrective.router, documents.router, sessions.router, traces.router,
                                   ops.router)
+# routers open to every client: health checks and metrics scrapes carry no key and show no document
+OPEN_ROUTERS: tuple[APIRouter, ...] = (ops.router,)
 DEFAULT_MAX_UPLOAD_MB = 50.0
 # how `cograg serve --workers N` hands its settings and upload limit to each worker process
 SETTINGS_ENV = "COGRAG_SERVE_SETTINGS"
@@ -51,11 +54,12 @@ def create_app(settings: Settings | None = None, *, engines: EngineFactory | Non
     app.state.cograg = ApiState(engines=engines, metrics=metrics,
                                 upload_dir=(engines.settings.store / "uploads").expanduser().resolve(),
                                 max_upload_bytes=int(limit_mb * (1 << 20)),
-                                admission=TurnAdmission(max_running, max_waiting))
+                                admission=TurnAdmission(max_running, max_waiting),
+                                gate=Gatekeeper.from_settings(engines.settings))
     install_error_handlers(app)
     app.middleware("http")(metrics.middleware)
-    for router in ROUTERS:
-        app.include_router(router)
+    for router in ROUTERS:  # every other endpoint knows its caller (API key → principal) and rate-limits it
+        app.include_router(router, dependencies=[] if router in OPEN_ROUTERS else [Depends(authenticate)])
 
     @app.get("/api/messages", tags=["web"], summary="The user-facing texts in Chinese and English")
     def messages() -> dict[str, dict[str, str]]:
@@ -78,4 +82,4 @@ def app_from_env() -> FastAPI:
     return create_app(settings, max_upload_mb=float(limit) if limit else None)
 
 
-__all__ = ["MAX_UPLOAD_ENV", "ROUTERS", "SETTINGS_ENV", "WEB_DIR", "app_from_env", "create_app"]
+__all__ = ["MAX_UPLOAD_ENV", "OPEN_ROUTERS", "ROUTERS", "SETTINGS_ENV", "WEB_DIR", "app_from_env", "create_app"]

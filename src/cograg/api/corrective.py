@@ -13,6 +13,8 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
+from cograg.api.access import stamp_trace
+from cograg.api.auth import caller_of
 from cograg.api.schemas import SelfCorrectiveRequest, SelfCorrectiveResponse
 from cograg.api.state import api_state
 from cograg.api.views import self_corrective
@@ -36,7 +38,9 @@ def self_corrective_rag(body: SelfCorrectiveRequest, request: Request) -> SelfCo
         search_options: dict[str, Any] = {}
         if body.similarityThreshold is not None:
             search_options["min_vector_cosine"] = body.similarityThreshold
-        resp = engine.ask(body.query, options=options, search_options=search_options)
+        caller = caller_of(request)
+        resp = engine.ask(body.query, principal=caller.principal, options=options, search_options=search_options)
+        stamp_trace(engine, resp.trace_id, caller)
         trace = engine.store.get_trace(resp.trace_id) or {}
         state.metrics.observe_answer(resp, trace)
 

@@ -15,6 +15,8 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, File, Form, Request, UploadFile
 
+from cograg.api.access import allowed_doc_ids, may_read
+from cograg.api.auth import caller_of
 from cograg.api.errors import NotFound, PayloadTooLarge
 from cograg.api.schemas import DocumentInfo, UploadResult
 from cograg.api.state import ApiState, api_state
@@ -74,10 +76,11 @@ def _save(upload: UploadFile, target: Path, limit: int) -> None:
             out.write(block)
 
 
-@router.get("/documents", response_model=list[DocumentInfo], summary="List stored documents")
+@router.get("/documents", response_model=list[DocumentInfo], summary="List the documents the caller may read")
 def list_documents(request: Request) -> list[DocumentInfo]:
     with api_state(request).engines.engine() as engine:
-        return [document_info(d) for d in engine.documents()]
+        allowed = allowed_doc_ids(engine, caller_of(request))
+        return [document_info(d) for d in engine.documents() if allowed is None or d.doc_id in allowed]
 
 
 @router.post("/documents", response_model=UploadResult, summary="Upload files and ingest them")
@@ -130,6 +133,8 @@ def delete_document(ref: str, request: Request) -> DocumentInfo:
     state = api_state(request)
     with state.engines.engine() as engine:
         try:
+            if not may_read(engine, caller_of(request), engine.document(ref)):  # not theirs: not found
+                raise NotFound(f"no document matches {ref!r}")
             doc = engine.delete_document(ref)
         except StoreError as exc:
             raise NotFound(str(exc)) from None
@@ -145,8 +150,8 @@ def get_chunk(chunk_id: str, request: Request) -> dict[str, Any]:
     with state.engines.engine() as engine:
         chunk = engine.store.get_chunk(chunk_id)
         doc = engine.store.get_document(chunk.doc_id) if chunk is not None else None
-    # without API keys every caller is anonymous: a document with an ACL is not theirs to read
-    if chunk is None or doc is None or doc.acl:
+        readable = may_read(engine, caller_of(request), doc)
+    if chunk is None or doc is None or not readable:
         raise NotFound(f"no chunk {chunk_id!r}")
     visible = state.engines.snippets_visible()
     return {"chunk_id": chunk.chunk_id, "doc_id": chunk.doc_id, "source": Path(doc.source_path).name,

@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from cograg.api.admission import Busy
+from cograg.api.auth import RateLimited, Unauthorized
 from cograg.errors import CogragError, ConfigError
 
 log = logging.getLogger("cograg.api")
@@ -32,9 +33,19 @@ def one_line(text: str, limit: int = 300) -> str:
     return " ".join(str(text).split())[:limit]
 
 
-def error_response(status: int, detail: str, error: str | None = None) -> JSONResponse:
+def error_response(status: int, detail: str, error: str | None = None,
+                   headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"error": error or _STATUS_NAMES.get(status, "error"), "detail": one_line(detail)},
-                        status_code=status)
+                        status_code=status, headers=headers)
+
+
+def error_headers(exc: CogragError) -> dict[str, str] | None:
+    """`Retry-After` on a rate limit, `WWW-Authenticate` on a missing or unknown key."""
+    if isinstance(exc, RateLimited):
+        return {"Retry-After": str(exc.retry_after)}
+    if isinstance(exc, Unauthorized):
+        return {"WWW-Authenticate": "Bearer"}
+    return None
 
 
 def validation_detail(exc: RequestValidationError) -> str:
@@ -54,8 +65,10 @@ def status_of(exc: CogragError) -> int:
         return 404
     if isinstance(exc, PayloadTooLarge):
         return 413
-    if isinstance(exc, Busy):
+    if isinstance(exc, Busy | RateLimited):
         return 429
+    if isinstance(exc, Unauthorized):
+        return 401
     return 400
 
 
@@ -74,7 +87,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(CogragError)
     async def _cograg(_: Request, exc: CogragError) -> JSONResponse:
-        return error_response(status_of(exc), str(exc))
+        return error_response(status_of(exc), str(exc), headers=error_headers(exc))
 
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception) -> JSONResponse:
@@ -84,5 +97,5 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(500, detail)
 
 
-__all__ = ["NotFound", "PayloadTooLarge", "error_response", "install_error_handlers", "one_line",
+__all__ = ["NotFound", "PayloadTooLarge", "error_headers", "error_response", "install_error_handlers", "one_line",
            "status_of", "validation_detail"]

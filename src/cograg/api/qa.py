@@ -18,7 +18,9 @@ import anyio
 from fastapi import APIRouter, Request
 from sse_starlette.sse import EventSourceResponse
 
+from cograg.api.access import check_session, may_read, stamp_trace
 from cograg.api.admission import Busy
+from cograg.api.auth import Caller, caller_of
 from cograg.api.errors import NotFound, error_response, one_line, status_of
 from cograg.api.schemas import QARequest, QAResponseV2
 from cograg.api.state import ApiState, api_state
@@ -41,39 +43,49 @@ class PreparedTurn:
     body: QARequest
     mode: str | None
     doc_ids: list[str] | None
+    caller: Caller
 
 
-def resolve_doc_ids(engine: Engine, refs: list[str] | None) -> list[str] | None:
-    """Ids or id prefixes → document ids; a reference that matches nothing is a 404."""
+def resolve_doc_ids(engine: Engine, refs: list[str] | None, caller: Caller | None = None) -> list[str] | None:
+    """Ids or id prefixes → document ids; a reference that matches nothing, or only a document
+    `caller` may not read, is a 404."""
     if refs is None:
         return None
     out: list[str] = []
     for ref in refs:
         try:
-            out.append(engine.document(ref).doc_id)
+            doc = engine.document(ref)
         except StoreError as exc:
             raise NotFound(str(exc)) from None
+        if caller is not None and not may_read(engine, caller, doc):
+            raise NotFound(f"no document matches {ref!r}")
+        out.append(doc.doc_id)
     return list(dict.fromkeys(out))
 
 
-def prepare(state: ApiState, body: QARequest) -> PreparedTurn:
+def prepare(state: ApiState, body: QARequest, caller: Caller) -> PreparedTurn:
     try:
         mode = mode_name(body.mode) if body.mode else None
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     with state.engines.engine(body.model) as engine:  # also checks the model profile
-        return PreparedTurn(body, mode, resolve_doc_ids(engine, body.doc_ids))
+        if body.session is not None and state.engines.supports_sessions and engine.components.memory is not None:
+            check_session(engine.memory(), body.session, caller)  # another caller's session is not found
+        return PreparedTurn(body, mode, resolve_doc_ids(engine, body.doc_ids, caller), caller)
 
 
 def run_turn(state: ApiState, turn: PreparedTurn, *, bus: EventBus | None = None,
              cancel: CancelToken | None = None) -> Any:
-    """Answer one question on a fresh engine; counts it in the metrics."""
+    """Answer one question on a fresh engine as the turn's caller; counts it in the metrics and
+    records the caller in the trace."""
     body = turn.body
     extra: dict[str, Any] = {}
     if body.session is not None and state.engines.supports_sessions:
         extra["session"] = body.session
     with state.admission.turn(), state.engines.engine(body.model) as engine:
-        resp = engine.ask(body.question, mode=turn.mode, doc_ids=turn.doc_ids, bus=bus, cancel=cancel, **extra)
+        resp = engine.ask(body.question, principal=turn.caller.principal, mode=turn.mode, doc_ids=turn.doc_ids,
+                          bus=bus, cancel=cancel, **extra)
+        stamp_trace(engine, resp.trace_id, turn.caller)
         state.metrics.observe_answer(resp, engine.store.get_trace(resp.trace_id))
     return resp
 
@@ -81,14 +93,14 @@ def run_turn(state: ApiState, turn: PreparedTurn, *, bus: EventBus | None = None
 @router.post("/qa", summary="Answer a question (the simple path: the C1 contract object)")
 def ask_simple(body: QARequest, request: Request) -> dict[str, Any]:
     state = api_state(request)
-    resp = run_turn(state, prepare(state, body))
+    resp = run_turn(state, prepare(state, body, caller_of(request)))
     return qa_simple(resp, visible=state.engines.snippets_visible())
 
 
 @router.post("/qa/v2", response_model=QAResponseV2, summary="Answer a question (seed 004 §9.1)")
 def ask_v2(body: QARequest, request: Request) -> QAResponseV2:
     state = api_state(request)
-    resp = run_turn(state, prepare(state, body))
+    resp = run_turn(state, prepare(state, body, caller_of(request)))
     return qa_v2(resp, visible=state.engines.snippets_visible(), session=body.session)
 
 
@@ -104,7 +116,7 @@ async def ask_v2_stream(body: QARequest, request: Request) -> Any:
     state = api_state(request)
     try:  # a bad mode, model or document scope, or a full queue, is an HTTP error before the stream starts
         state.admission.check()
-        turn = await anyio.to_thread.run_sync(prepare, state, body)
+        turn = await anyio.to_thread.run_sync(prepare, state, body, caller_of(request))
         visible = await anyio.to_thread.run_sync(state.engines.snippets_visible)
     except CogragError as exc:
         return error_response(status_of(exc), str(exc))

@@ -1,4 +1,5 @@
-"""What every router reads from its app: the engine factory, the metrics and the upload limits."""
+"""What every router reads from its app: the engine factory, the metrics, the upload limits
+and the gatekeeper (API keys and rate limits)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 from starlette.requests import Request
 
 from cograg.api.admission import TurnAdmission
+from cograg.api.auth import Gatekeeper
 from cograg.api.engines import EngineFactory
 from cograg.api.metrics import Metrics
 
@@ -19,6 +21,7 @@ class ApiState:
     upload_dir: Path
     max_upload_bytes: int
     admission: TurnAdmission
+    gate: Gatekeeper
 
 
 def api_state(request: Request) -> ApiState:

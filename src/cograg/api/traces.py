@@ -6,7 +6,8 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 
-from cograg.api.errors import NotFound
+from cograg.api.access import visible_trace
+from cograg.api.auth import caller_of
 from cograg.api.state import api_state
 from cograg.api.views import hide_source_text
 
@@ -16,10 +17,8 @@ router = APIRouter(prefix="/api", tags=["traces"])
 @router.get("/traces/{trace_id}", summary="The trace of one answer: route, events, model calls, verdicts")
 def get_trace(trace_id: str, request: Request) -> dict[str, Any]:
     state = api_state(request)
-    with state.engines.engine() as engine:
-        trace = engine.store.get_trace(trace_id)
-    if trace is None:
-        raise NotFound(f"no trace {trace_id!r}")
+    with state.engines.engine() as engine:  # another caller's trace is not found
+        trace = visible_trace(engine, engine.store.get_trace(trace_id), caller_of(request), trace_id)
     return trace if state.engines.snippets_visible() else hide_source_text(trace)
 
 

@@ -1,9 +1,11 @@
-// The cograg page: ask (with the workflow streamed as Server-Sent Events), read the verified
-// answer, open a citation's passage, manage documents. Plain JavaScript, no build step.
+// The cograg page: ask (with the workflow streamed as Server-Sent Events and drawn as a graph of
+// its stages), read the verified answer with the verifier's verdict per sentence and the grader's
+// per document, open a citation's passage, see and prune the session's fact ledger, manage
+// documents. Plain JavaScript, no build step.
 "use strict";
 
 const state = { messages: {}, lang: (navigator.language || "en").toLowerCase().startsWith("zh") ? "zh" : "en",
-                citations: [] };
+                citations: [], documents: [], nodes: [], route: null };
 const $ = (sel) => document.querySelector(sel);
 
 function t(key, fallback) {
@@ -22,17 +24,47 @@ function applyLanguage() {
   document.title = t("web.title", "cograg");
 }
 
+// the API key (optional) lives in this tab only; every request carries it
+function authHeaders(extra) {
+  const key = sessionStorage.getItem("cograg.key") || "";
+  return Object.assign({}, extra || {}, key ? { authorization: `Bearer ${key}` } : {});
+}
+
 async function api(path, options) {
-  const resp = await fetch(path, options);
+  const opts = Object.assign({}, options || {});
+  opts.headers = authHeaders(opts.headers);
+  const resp = await fetch(path, opts);
   const body = await resp.json().catch(() => ({ error: "error", detail: resp.statusText }));
   if (!resp.ok) throw new Error(body.detail || body.error || resp.statusText);
   return body;
 }
 
 // ------------------------------------------------------------------ documents
+function baseName(path) {
+  return String(path || "").split(/[\\/]/).pop();
+}
+
+function renderScope(docs) {
+  const box = $("#scope");
+  const checked = new Set([...box.querySelectorAll("input:checked")].map((i) => i.value));
+  box.innerHTML = "";
+  for (const d of docs) {
+    const label = document.createElement("label");
+    label.className = "check";
+    label.innerHTML = `<input type="checkbox" value="${esc(d.doc_id)}"${checked.has(d.doc_id) ? " checked" : ""}> ${esc(d.source)}`;
+    box.appendChild(label);
+  }
+}
+
+function scopeDocIds() {
+  return [...document.querySelectorAll("#scope input:checked")].map((i) => i.value);
+}
+
 async function loadDocuments() {
   const list = $("#documents");
   const docs = await api("/api/documents");
+  state.documents = docs;
+  renderScope(docs);
   list.innerHTML = docs.length ? "" : `<li class="hint">${esc(t("web.no_documents"))}</li>`;
   for (const d of docs) {
     const li = document.createElement("li");
@@ -82,6 +114,49 @@ function eventDetail(name, data) {
   }
 }
 
+function duration(ms) {
+  return ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(1)} s`;
+}
+
+// The stages of the turn as they run: a node per state the orchestrator enters (an R2 loop enters
+// RETRIEVING and GRADING again, so its rounds show as repeated nodes), each with its duration and
+// the outcome of the event that ended it.
+function trackStage(ev) {
+  const nodes = state.nodes;
+  const last = nodes[nodes.length - 1];
+  if (last && last.state === ev.state) {
+    last.end = ev.at_ms;
+    last.events.push(ev);
+  } else {
+    if (last) { last.end = ev.at_ms; last.events.push(ev); last.closed = true; }
+    nodes.push({ state: ev.state, start: ev.at_ms, end: ev.at_ms, events: last ? [] : [ev], closed: false });
+  }
+  if (ev.name === "ROUTE_DECIDED") state.route = ev.data;
+  renderGraph(false);
+}
+
+function renderGraph(finished, failed) {
+  const graph = $("#workflow-graph");
+  graph.innerHTML = "";
+  state.nodes.forEach((node, i) => {
+    const li = document.createElement("li");
+    const terminal = ["DONE", "REFUSED", "BLOCKED", "CANCELLED", "REQUESTING_CLARIFICATION"].includes(node.state);
+    const running = !finished && i === state.nodes.length - 1 && !terminal;
+    li.className = `node ${running ? "active" : "done"}${failed && i === state.nodes.length - 1 ? " failed" : ""}` +
+      (["REFUSED", "BLOCKED", "FALLING_BACK"].includes(node.state) ? " warn" : "");
+    li.dataset.state = node.state;
+    const closing = node.events[node.events.length - 1];
+    const detail = closing ? eventDetail(closing.name, closing.data || {}) : "";
+    li.innerHTML = `<span class="label">${esc(t("web.state." + node.state, node.state))}</span>` +
+      (terminal ? "" : `<span class="time">${esc(duration(node.end - node.start))}</span>`) +
+      (detail ? `<span class="detail" title="${esc(detail)}">${esc(detail)}</span>` : "");
+    graph.appendChild(li);
+  });
+  const route = state.route;
+  $("#decision-path").innerHTML = route ? `<b>${esc(t("web.decision_path"))}:</b> ${esc(route.route)} → ${esc(route.mode)}` +
+    (route.reasons && route.reasons.length ? ` <span class="hint">(${esc(route.reasons.join("; "))})</span>` : "") : "";
+}
+
 function addProgress(name, data, cls) {
   const li = document.createElement("li");
   li.dataset.event = name;
@@ -107,6 +182,13 @@ async function ask(event) {
   const button = $("#ask-button");
   button.disabled = true;
   $("#progress").innerHTML = "";
+  $("#workflow-graph").innerHTML = "";
+  $("#decision-path").innerHTML = "";
+  $("#verification tbody").innerHTML = "";
+  $("#grading tbody").innerHTML = "";
+  $("#grading-box").hidden = true;
+  state.nodes = [];
+  state.route = null;
   $("#citations").innerHTML = "";
   $("#answer-meta").textContent = "";
   const answer = $("#answer");
@@ -114,11 +196,14 @@ async function ask(event) {
   answer.dataset.state = "working";
   answer.textContent = t("web.working");
   $("#passage").innerHTML = `<p class="hint">${esc(t("web.passage_hint"))}</p>`;
-  const body = { question };
+  const body = { question, session: currentSession() };
   if ($("#mode").value) body.mode = $("#mode").value;
+  if ($("#model").value) body.model = $("#model").value;
+  const scope = scopeDocIds();
+  if (scope.length) body.doc_ids = scope;
   try {
     const resp = await fetch("/api/agent/qa/v2/stream", {
-      method: "POST", headers: { "content-type": "application/json", accept: "text/event-stream" },
+      method: "POST", headers: authHeaders({ "content-type": "application/json", accept: "text/event-stream" }),
       body: JSON.stringify(body) });
     if (!resp.ok) {
       const err = await resp.json().catch(() => ({ detail: resp.statusText }));
@@ -138,14 +223,18 @@ async function ask(event) {
         if (!message) continue;
         if (message.event === "answer") showAnswer(message.data);
         else if (message.event === "error") throw new Error(message.data.detail);
-        else addProgress(message.event, message.data.data,
-          message.event === "SENTENCE_VERIFIED" ? "verified" : (message.event === "REFUSED" ? "refused" : ""));
+        else {
+          trackStage(message.data);
+          addProgress(message.event, message.data.data,
+            message.event === "SENTENCE_VERIFIED" ? "verified" : (message.event === "REFUSED" ? "refused" : ""));
+        }
       }
     }
   } catch (err) {
     answer.dataset.state = "error";
     answer.textContent = `${t("web.error")}: ${err.message}`;
     addProgress("error", { reason: err.message }, "error");
+    renderGraph(true, true);
   } finally {
     button.disabled = false;
   }
@@ -171,6 +260,87 @@ function showAnswer(res) {
     li.value = Number(c.citation_id) || undefined;
     li.innerHTML = `<a class="cite" data-cite="${esc(c.citation_id)}" href="#">${esc(c.source)}</a>` +
       (c.snippet ? ` <span class="snippet">“${esc(c.snippet)}”</span>` : "");
+    list.appendChild(li);
+  }
+  renderGraph(true);
+  showVerification(res.claims || []);
+  showGrading(res.trace_id);
+  loadFacts();
+}
+
+// the verifier's verdict on each sentence of the draft: kept sentences make the answer
+function showVerification(claims) {
+  const body = $("#verification tbody");
+  body.innerHTML = "";
+  for (const c of claims) {
+    const tr = document.createElement("tr");
+    tr.dataset.verdict = c.verdict;
+    const sim = c.similarity === null || c.similarity === undefined ? "" : ` · ${Number(c.similarity).toFixed(2)}`;
+    tr.innerHTML = `<td>${esc(c.sentence)}</td>` +
+      `<td><span class="verdict v-${esc(String(c.verdict).toLowerCase())}">${esc(c.verdict)}</span>` +
+      (c.kept === false ? ` <small class="no">${esc(t("web.dropped"))}</small>` : "") + `</td>` +
+      `<td class="hint">${esc(c.method || "")}${esc(sim)}${c.reason ? ` · ${esc(c.reason)}` : ""}</td>`;
+    body.appendChild(tr);
+  }
+}
+
+// the grader's verdict on each retrieved document (R2), from the turn's trace
+async function showGrading(traceId) {
+  let trace;
+  try { trace = await api(`/api/traces/${encodeURIComponent(traceId)}`); } catch (err) { return; }
+  const loop = trace.loop || {};
+  const grades = loop.grades || [];
+  const body = $("#grading tbody");
+  body.innerHTML = "";
+  $("#grading-box").hidden = !grades.length;
+  const sources = Object.fromEntries(state.documents.map((d) => [d.doc_id, d.source]));
+  for (const g of grades) {
+    const tr = document.createElement("tr");
+    tr.dataset.relevant = g.is_relevant ? "1" : "0";
+    tr.innerHTML = `<td>${esc(sources[g.doc_id] || g.doc_id || "")} <small>${esc(t("web.attempt"))} ${esc(g.attempt || 0)}</small></td>` +
+      `<td><span class="verdict ${g.is_relevant ? "v-supported" : "v-unsupported"}">${esc(t(g.is_relevant ? "web.relevant" : "web.not_relevant"))}</span>` +
+      ` <small>${Number(g.confidence || 0).toFixed(2)}</small></td><td class="hint">${esc(g.reasoning || "")}</td>`;
+    body.appendChild(tr);
+  }
+  if (loop.decision_path && loop.decision_path.length) {
+    $("#decision-path").insertAdjacentHTML("beforeend", ` <span class="loop">· ${esc(loop.decision_path.join(" → "))}</span>`);
+  }
+}
+
+// ------------------------------------------------------------------ the session and its fact ledger
+function newSessionId() {
+  return "web-" + Math.random().toString(36).slice(2, 10);
+}
+
+function currentSession() {
+  let id = $("#session").value.trim();
+  if (!id) { id = newSessionId(); $("#session").value = id; }
+  localStorage.setItem("cograg.session", id);
+  return id;
+}
+
+async function loadFacts() {
+  const id = currentSession();
+  $("#facts-session").textContent = id;
+  const list = $("#facts");
+  let facts = [];
+  try { facts = await api(`/api/sessions/${encodeURIComponent(id)}/facts`); } catch (err) { facts = []; }
+  list.innerHTML = facts.length ? "" : `<li class="hint">${esc(t("web.no_facts"))}</li>`;
+  for (const f of facts) {
+    const li = document.createElement("li");
+    li.dataset.factId = f.fact_id;
+    li.className = f.valid ? "" : "invalid";
+    li.innerHTML = `<span class="statement">${esc(f.statement)}</span>` +
+      `<small>${esc(baseName(f.source) || f.kind)}${f.valid ? "" : ` · ${esc(t("web.fact_invalid"))}${f.invalid_reason ? ": " + esc(f.invalid_reason) : ""}`}</small>`;
+    const forget = document.createElement("button");  // forgetting deletes the fact from the ledger
+    forget.type = "button";
+    forget.className = "forget";
+    forget.textContent = t("web.forget");
+    forget.onclick = async () => {
+      await api(`/api/sessions/${encodeURIComponent(id)}/facts/${encodeURIComponent(f.fact_id)}`, { method: "DELETE" });
+      loadFacts();
+    };
+    li.appendChild(forget);
     list.appendChild(li);
   }
 }
@@ -210,10 +380,23 @@ document.addEventListener("click", (event) => {
 async function start() {
   try { state.messages = await api("/api/messages"); } catch (err) { state.messages = {}; }
   applyLanguage();
-  $("#lang-toggle").onclick = () => { state.lang = state.lang === "zh" ? "en" : "zh"; applyLanguage(); loadDocuments(); };
+  $("#lang-toggle").onclick = () => {
+    state.lang = state.lang === "zh" ? "en" : "zh"; applyLanguage(); loadDocuments(); loadFacts(); renderGraph(true);
+  };
   $("#ask-form").addEventListener("submit", ask);
   $("#upload-form").addEventListener("submit", upload);
+  $("#session").value = localStorage.getItem("cograg.session") || newSessionId();
+  $("#session").addEventListener("change", loadFacts);
+  $("#new-session").onclick = () => { $("#session").value = newSessionId(); loadFacts(); };
+  $("#api-key").value = sessionStorage.getItem("cograg.key") || "";
+  $("#api-key").addEventListener("change", () => {
+    // a session belongs to the key that made it: another key starts a session of its own
+    sessionStorage.setItem("cograg.key", $("#api-key").value.trim());
+    $("#session").value = newSessionId();
+    loadDocuments(); loadFacts();
+  });
   await loadDocuments();
+  await loadFacts();
   document.body.dataset.ready = "1";
 }
 

@@ -1,0 +1,180 @@
+"""API keys, principals and per-key rate limits (issue 15 "Security").
+
+A keys file (`serve.keys_file`, YAML) maps each API key to a principal: its name is the principal's
+user, its groups the ACL groups it may read (SPEC B3). A request names its key with
+`Authorization: Bearer KEY` or `X-API-Key: KEY`. A request without a key is anonymous: it sees only
+documents without an ACL, or gets 401 when `serve.anonymous` is `refuse`. A key that is not in the
+file is always 401. Keys are kept only as SHA-256 digests and never logged or echoed; the file may
+give `sha256` instead of `key` so that it holds no key at all.
+
+Rate limits are per key (per client address for anonymous callers), a moving one-minute window in
+the process (`limits`); a caller over it gets 429 with `Retry-After`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from fastapi import Request
+from limits import RateLimitItemPerMinute
+from limits.storage import MemoryStorage
+from limits.strategies import MovingWindowRateLimiter
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+
+from cograg.config import ServeConfig, Settings
+from cograg.errors import CogragError, ConfigError
+from cograg.retrieval.models import Principal
+
+ANONYMOUS = "anonymous"
+
+
+class Unauthorized(CogragError):
+    """No key where one is required, or a key this server does not know (401)."""
+
+
+class RateLimited(CogragError):
+    """The caller used up its requests for this minute (429); `retry_after` in whole seconds."""
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class ApiKey(BaseModel):
+    """One entry of the keys file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=100, description="who holds the key; the principal's user")
+    key: SecretStr | None = Field(None, description="the key itself")
+    sha256: str | None = Field(None, pattern=r"^[0-9a-fA-F]{64}$", description="or the hex SHA-256 of the key")
+    groups: list[str] = Field(default_factory=list, description="ACL groups this key may read")
+    tenant: str | None = None
+    rate_per_minute: int | None = Field(None, ge=1, description="default: serve.rate_per_minute")
+
+    @model_validator(mode="after")
+    def _one_secret(self) -> ApiKey:
+        if (self.key is None) == (self.sha256 is None):
+            raise ValueError(f"key {self.name!r}: give exactly one of `key` and `sha256`")
+        return self
+
+    def digest(self) -> str:
+        return self.sha256.lower() if self.sha256 else key_digest(self.key.get_secret_value())  # type: ignore[union-attr]
+
+
+class KeysFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    keys: list[ApiKey] = Field(default_factory=list)
+
+
+def key_digest(key: str) -> str:
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def load_keys(path: Path) -> list[ApiKey]:
+    """The keys of a keys file; a file that cannot be read or is malformed is a ConfigError that
+    names the problem but never a key."""
+    try:
+        data = yaml.safe_load(path.expanduser().read_text(encoding="utf-8")) or {}
+        keys = KeysFile.model_validate(data).keys
+    except OSError as exc:
+        raise ConfigError(f"cannot read the keys file {path}: {exc.strerror}") from None
+    except yaml.YAMLError:
+        raise ConfigError(f"the keys file {path} is not valid YAML") from None
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        raise ConfigError(f"the keys file {path} is malformed at {where}: {first.get('msg')}") from None
+    names = [k.name for k in keys]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"the keys file {path} names a key holder twice")
+    return keys
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who made a request: a key holder or an anonymous client, and what it may read."""
+
+    name: str
+    principal: Principal
+    anonymous: bool
+    rate_key: str
+    rate_per_minute: int
+
+    @property
+    def owner(self) -> str | None:
+        """What sessions and traces record as their owner: the key's name, None when anonymous."""
+        return None if self.anonymous else self.principal.user
+
+
+def presented_key(request: Request) -> str | None:
+    auth = request.headers.get("authorization", "")
+    scheme, _, value = auth.partition(" ")
+    if scheme.lower() == "bearer" and value.strip():
+        return value.strip()
+    key = request.headers.get("x-api-key", "").strip()
+    return key or None
+
+
+class Gatekeeper:
+    """Identifies the caller of each request and applies its rate limit."""
+
+    def __init__(self, config: ServeConfig, keys: list[ApiKey] | None = None) -> None:
+        self.config = config
+        self._by_digest = {k.digest(): k for k in keys or []}
+        self._limiter = MovingWindowRateLimiter(MemoryStorage())
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Gatekeeper:
+        path = settings.serve.keys_file
+        return cls(settings.serve, load_keys(path) if path is not None else [])
+
+    def identify(self, request: Request) -> Caller:
+        key = presented_key(request)
+        if key is None:
+            if self.config.anonymous == "refuse":
+                raise Unauthorized("an API key is required: send `Authorization: Bearer KEY` or `X-API-Key: KEY`")
+            client = request.client.host if request.client else "unknown"
+            return Caller(ANONYMOUS, Principal(), True, f"anon:{client}", self.config.anonymous_rate_per_minute)
+        digest = key_digest(key)
+        found = next((k for d, k in self._by_digest.items() if hmac.compare_digest(d, digest)), None)
+        if found is None:
+            raise Unauthorized("unknown API key")
+        principal = Principal(user=found.name, groups=list(found.groups), tenant=found.tenant)
+        return Caller(found.name, principal, False, f"key:{found.name}",
+                      found.rate_per_minute or self.config.rate_per_minute)
+
+    def admit(self, caller: Caller) -> None:
+        item = RateLimitItemPerMinute(caller.rate_per_minute)
+        if self._limiter.hit(item, caller.rate_key):
+            return
+        reset_at = self._limiter.get_window_stats(item, caller.rate_key).reset_time
+        retry = max(1, math.ceil(reset_at - time.time()))
+        raise RateLimited(f"rate limit of {caller.rate_per_minute} requests per minute reached; "
+                          f"retry in {retry} s", retry)
+
+
+def authenticate(request: Request) -> Caller:
+    """The router dependency: the request's caller, admitted under its rate limit."""
+    gate: Gatekeeper = request.app.state.cograg.gate
+    caller = gate.identify(request)
+    gate.admit(caller)
+    request.state.caller = caller
+    return caller
+
+
+def caller_of(request: Request) -> Caller:
+    found: Any = getattr(request.state, "caller", None)
+    return found if found is not None else authenticate(request)
+
+
+__all__ = ["ANONYMOUS", "ApiKey", "Caller", "Gatekeeper", "KeysFile", "RateLimited", "Unauthorized",
+           "authenticate", "caller_of", "key_digest", "load_keys", "presented_key"]

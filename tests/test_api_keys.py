@@ -1,0 +1,162 @@
+"""API keys → principals, ACL-protected documents through every endpoint, sessions and traces by
+owner, anonymous access by setting, and per-key rate limits (issue 15 "Security")."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("fastapi", reason="the HTTP API needs the server extra: pip install -e '.[server]'")
+pytest.importorskip("limits", reason="rate limits need the server extra: pip install -e '.[server]'")
+
+from fastapi.testclient import TestClient  # noqa: E402
+
+from cograg.api import create_app  # noqa: E402
+from cograg.api.auth import load_keys  # noqa: E402
+from cograg.engine import Engine  # noqa: E402
+from cograg.errors import ConfigError  # noqa: E402
+from cograg.models.judge import LexicalJudge  # noqa: E402
+from cograg.testing import ScriptedLLM  # noqa: E402
+from tests.api_support import DOCS, ingest_corpus, scripted_settings  # noqa: E402
+from tests.fakes import HashingEmbedder  # noqa: E402
+from tests.test_api import sse_events  # noqa: E402
+from tests.test_control_flow import Brain  # noqa: E402
+
+QUESTION = "When did the Linden Bridge open?"
+ALICE_KEY = "ak-alice-3f9c1e"  # group engineering: may read the Linden document
+BOB_KEY = "ak-bob-77d2a0"  # no group: public documents only
+CAROL_KEY = "ak-carol-5e1b44"  # listed by digest only, two requests a minute
+
+
+def keys_yaml(path: Path) -> Path:
+    carol = hashlib.sha256(CAROL_KEY.encode()).hexdigest()
+    path.write_text(f"keys:\n  - name: alice\n    key: {ALICE_KEY}\n    groups: [engineering]\n"
+                    f"  - name: bob\n    key: {BOB_KEY}\n"
+                    f"  - name: carol\n    sha256: {carol}\n    rate_per_minute: 2\n", encoding="utf-8")
+    return path
+
+
+def keyed_app(tmp_path: Path, **serve: object):
+    """The sample corpus with the Linden document readable only by the group `engineering`."""
+    settings = scripted_settings(tmp_path / "store")
+    public = {k: v for k, v in DOCS.items() if k != "linden.md"}
+    ingest_corpus(settings, tmp_path / "public", public)
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    (secret / "linden.md").write_text(DOCS["linden.md"], encoding="utf-8")
+    with Engine.open(settings=settings, embedder=HashingEmbedder()) as engine:
+        engine.ingest([secret], acl=["engineering"])
+    settings = settings.model_copy(update={"serve": settings.serve.model_copy(
+        update={"keys_file": keys_yaml(tmp_path / "keys.yaml"), **serve})})
+    return create_app(settings, llm=ScriptedLLM([Brain()] * 10_000), embedder=HashingEmbedder(),
+                      judge=LexicalJudge())
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+@pytest.fixture()
+def client(tmp_path: Path):
+    with TestClient(keyed_app(tmp_path), raise_server_exceptions=False) as c:
+        yield c
+
+
+def test_acl_documents_reach_only_keys_whose_groups_allow_them(client: TestClient):
+    alice = client.post("/api/agent/qa/v2", json={"question": QUESTION}, headers=bearer(ALICE_KEY)).json()
+    assert "1811" in alice["answer"] and alice["citations"][0]["source"] == "linden.md"
+    for headers in ({}, bearer(BOB_KEY)):  # anonymous and a key without the group
+        body = client.post("/api/agent/qa/v2", json={"question": QUESTION}, headers=headers).json()
+        assert "1811" not in body["answer"] and all(c["source"] != "linden.md" for c in body["citations"])
+        names = {d["source"] for d in client.get("/api/documents", headers=headers).json()}
+        assert names == {"rhine.md", "tea.md"}
+        chunk = client.get(f"/api/chunks/{alice['citations'][0]['chunk_id']}", headers=headers)
+        assert chunk.status_code == 404
+        scoped = client.post("/api/agent/qa/v2", json={"question": QUESTION,
+                                                       "doc_ids": [alice["citations"][0]["doc_id"]]}, headers=headers)
+        assert scoped.status_code == 404
+        # a trace of another caller is not found, whoever asks
+        assert client.get(f"/api/traces/{alice['trace_id']}", headers=headers).status_code == 404
+        assert client.delete(f"/api/documents/{alice['citations'][0]['doc_id']}", headers=headers).status_code == 404
+    # X-API-Key is the same key; alice sees her own trace and the passage
+    xkey = {"X-API-Key": ALICE_KEY}
+    assert {d["source"] for d in client.get("/api/documents", headers=xkey).json()} == {"linden.md", "rhine.md",
+                                                                                           "tea.md"}
+    trace = client.get(f"/api/traces/{alice['trace_id']}", headers=xkey).json()
+    assert trace["caller"] == {"user": "alice", "anonymous": False}
+    assert "1811" in client.get(f"/api/chunks/{alice['citations'][0]['chunk_id']}", headers=xkey).json()["text"]
+
+
+def test_the_stream_and_the_self_corrective_endpoint_search_as_the_caller(client: TestClient):
+    def streamed(headers: dict[str, str]) -> dict:
+        with client.stream("POST", "/api/agent/qa/v2/stream", json={"question": QUESTION}, headers=headers) as r:
+            events = sse_events("".join(r.iter_text()))
+        assert events[-1][0] == "answer"
+        return {"answer": events[-1][1], "events": json.dumps([d for _, d in events[:-1]])}
+
+    anon = streamed({})
+    assert "1811" not in anon["answer"]["answer"] and "Linden Bridge opened" not in anon["events"]
+    assert "1811" in streamed(bearer(ALICE_KEY))["answer"]["answer"]
+    body = {"query": QUESTION, "topK": 3}
+    anon_sc = client.post("/api/self-corrective-rag", json=body).json()
+    assert all(d["source"] != "linden.md" for d in anon_sc["retrieval"]["documents"])
+    alice_sc = client.post("/api/self-corrective-rag", json=body, headers=bearer(ALICE_KEY)).json()
+    assert any(d["source"] == "linden.md" for d in alice_sc["retrieval"]["documents"])
+    assert client.get(f"/api/traces/{alice_sc['traceId']}").status_code == 404
+
+
+def test_sessions_belong_to_the_key_that_made_them(client: TestClient):
+    assert client.post("/api/agent/qa/v2", json={"question": QUESTION, "session": "a1"},
+                       headers=bearer(ALICE_KEY)).status_code == 200
+    assert [s["session_id"] for s in client.get("/api/sessions", headers=bearer(ALICE_KEY)).json()] == ["a1"]
+    for headers in ({}, bearer(BOB_KEY)):
+        assert client.get("/api/sessions", headers=headers).json() == []
+        for path in ("/api/sessions/a1", "/api/sessions/a1/facts", "/api/sessions/a1/export"):
+            assert client.get(path, headers=headers).status_code == 404
+        assert client.delete("/api/sessions/a1", headers=headers).status_code == 404
+        # asking in another caller's session is refused before anything runs
+        r = client.post("/api/agent/qa/v2", json={"question": QUESTION, "session": "a1"}, headers=headers)
+        assert r.status_code == 404 and r.json()["error"] == "not_found"
+    assert client.get("/api/sessions/a1", headers=bearer(ALICE_KEY)).json()["user"] == "alice"
+
+
+def test_unknown_keys_and_refused_anonymous_callers_get_401(tmp_path: Path):
+    with TestClient(keyed_app(tmp_path, anonymous="refuse"), raise_server_exceptions=False) as client:
+        r = client.get("/api/documents")
+        assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer"
+        assert r.json()["error"] == "unauthorized" and "API key is required" in r.json()["detail"]
+        r = client.post("/api/agent/qa/v2", json={"question": QUESTION}, headers=bearer("not-a-key"))
+        assert r.status_code == 401 and r.json()["detail"] == "unknown API key"
+        assert client.get("/api/documents", headers=bearer(BOB_KEY)).status_code == 200
+        assert client.get("/api/documents", headers={"X-API-Key": CAROL_KEY}).status_code == 200  # by digest
+        # health checks, metrics and the page need no key
+        assert client.get("/healthz").status_code == 200 and client.get("/metrics").status_code == 200
+        assert client.get("/").status_code == 200
+
+
+def test_rate_limit_per_key_answers_429_with_retry_after(client: TestClient):
+    carol = {"X-API-Key": CAROL_KEY}
+    assert [client.get("/api/documents", headers=carol).status_code for _ in range(2)] == [200, 200]
+    r = client.get("/api/documents", headers=carol)
+    assert r.status_code == 429 and r.json()["error"] == "too_many_requests"
+    assert 1 <= int(r.headers["retry-after"]) <= 60
+    assert client.get("/api/documents", headers=bearer(BOB_KEY)).status_code == 200  # other keys go on
+
+
+def test_keys_are_never_logged_or_echoed(tmp_path: Path, caplog: pytest.LogCaptureFixture):
+    caplog.set_level(logging.DEBUG)
+    with TestClient(keyed_app(tmp_path), raise_server_exceptions=False) as client:
+        client.post("/api/agent/qa/v2", json={"question": QUESTION}, headers=bearer(ALICE_KEY))
+        r = client.get("/api/documents", headers=bearer(ALICE_KEY + "x"))
+        assert ALICE_KEY not in r.text
+    assert not any(ALICE_KEY in rec.getMessage() for rec in caplog.records)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(f"keys:\n  - name: eve\n    key: {ALICE_KEY}\n    sha256: nothex\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as err:
+        load_keys(bad)
+    assert ALICE_KEY not in str(err.value) and "malformed" in str(err.value)
+    assert ALICE_KEY not in repr(load_keys(tmp_path / "keys.yaml"))
