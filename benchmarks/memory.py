@@ -169,12 +169,19 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="scripted", help="scripted (default) or an LLM spec (default, fast, …)")
     ap.add_argument("--write-docs", action="store_true", help="write the results into docs/benchmarks.md")
+    ap.add_argument("--parts", default="conversation,cache,overhead",
+                    help="which parts to run (comma-separated); --write-docs needs all three")
     args = ap.parse_args()
+    parts = set(args.parts.split(","))
+    if args.write_docs and parts != {"conversation", "cache", "overhead"}:
+        ap.error("--write-docs needs every part")
+    runs = {"conversation": conversation_benchmark, "cache": cache_benchmark, "overhead_per_turn": overhead_benchmark}
     with tempfile.TemporaryDirectory() as tmp, engine(Path(tmp) / "store", args.model) as eng:
-        report = {"model": args.model, "conversation": conversation_benchmark(eng), "cache": cache_benchmark(eng),
-                  "overhead_per_turn": overhead_benchmark(eng)}
+        report = {"model": args.model, **{name: run(eng) for name, run in runs.items()
+                                          if name.removesuffix("_per_turn") in parts}}
     print(json.dumps(report, ensure_ascii=False, indent=2))
-    out = REPO / "benchmarks" / "results" / f"memory-{args.model}.json"
+    suffix = "" if len(parts) == 3 else "-" + "-".join(sorted(parts))
+    out = REPO / "benchmarks" / "results" / f"memory-{args.model}{suffix}.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(report, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
     if args.write_docs:
