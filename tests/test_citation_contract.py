@@ -182,3 +182,8 @@ def test_a_two_passage_answer_is_delivered_with_both_verified_citations(tmp_path
     assert sorted(c.quote for c in resp.citations) == ["It opened in 1811.", "The Rhine Bridge opened in 1870."]
     (claim,) = resp.claims
     assert claim.kept and claim.verdict == "SUPPORTED" and claim.citation_ids == ["1", "2"]
+
+
+def test_markers_copied_into_a_quote_are_not_part_of_it() -> None:
+    v = validate_draft(draft("It has seven arches [1].", (1, "It has seven arches [1].")), BLOCKS)
+    assert [c.quote for c in v.citations] == ["It has seven arches."] and v.issues.repaired_quotes == 0

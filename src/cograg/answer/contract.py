@@ -202,8 +202,10 @@ def locate_quote(quote: str, claim: str, block: ContextBlock) -> tuple[int, str,
     matches it is at least QUOTE_REPAIR_MIN_SIMILARITY alike: that text is delivered instead),
     "unmatched" (nothing matches that well: the citation is invalid, the quote empty) or "missing"
     (no quote given: the chunk sentence closest to the claim stands as the quote). A delivered
-    quote is always a verbatim substring of that chunk's text."""
+    quote is always a verbatim substring of that chunk's text. Citation markers the model copied
+    into its quote ("… arches [2].") are not part of the source text and are ignored."""
     texts = block.chunk_texts or [block.text]
+    quote = strip_markers(quote) if MARKER_RE.search(quote) else quote
     if quote.strip():
         for i, t in enumerate(texts):
             if quote.strip() in t:
