@@ -277,3 +277,16 @@ def test_components_open_the_configured_backend(backend: str, tmp_path: Path):
         assert type(parts.memory.get()).__name__ == kind
     finally:
         parts.close()
+
+
+def test_a_redis_outage_mid_session_is_a_one_line_store_error(tmp_path: Path):
+    pytest.importorskip("redis", reason="the scale extra is not installed: pip install -e '.[scale]'")
+    binary = redis_server_binary()
+    if binary is None:
+        skip_or_fail("redis-server is not installed (make test installs it as root: scripts/install_redis.sh)")
+    with redis_server(binary) as url:
+        mem = open_memory_store(url, tmp_path)
+        mem.create_session("s1")
+    with pytest.raises(StoreError, match=r"^Redis memory at redis://127\.0\.0\.1:\d+/0 failed: ConnectionError: "):
+        mem.load("s1")
+    mem.close()

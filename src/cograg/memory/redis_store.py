@@ -19,6 +19,7 @@ renews the session's Redis TTL (`ttl_s`), so an abandoned session also disappear
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -29,7 +30,7 @@ from cograg.errors import StoreError
 from cograg.memory.models import (
     CommitResult, Fact, Session, SessionState, SessionSummary, SystemProfile, TurnRecord, now,
 )
-from cograg.memory.store import SessionNotFound, SummaryUpdate
+from cograg.memory.store import MemoryStore, SessionNotFound, SummaryUpdate
 
 try:  # the `scale` extra
     import redis
@@ -79,10 +80,7 @@ class RedisMemoryStore:
     def _transaction(self, fn: Callable[[Pipeline], Any], *watch: str) -> Any:
         """Run `fn` (reads, then `pipe.multi()` and the writes) until its EXEC is not aborted by a
         concurrent write to a watched key; returns what `fn` returned."""
-        try:
-            return self.client.transaction(fn, *watch, value_from_callable=True)
-        except redis.ConnectionError as exc:
-            raise StoreError(f"Redis memory at {self.url} unreachable: {str(exc).splitlines()[0]}") from exc
+        return self.client.transaction(fn, *watch, value_from_callable=True)
 
     def _renew(self, pipe: Pipeline, session_id: str) -> None:
         if self.ttl_s:
@@ -418,5 +416,21 @@ class RedisMemoryStore:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+
+def _one_line_errors(method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def wrapper(self: RedisMemoryStore, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except redis.RedisError as exc:
+            raise StoreError(f"Redis memory at {self.url} failed: {type(exc).__name__}: "
+                             f"{(str(exc).splitlines() or [''])[0]}") from exc
+    return wrapper
+
+
+# A Redis outage during a turn is a StoreError with one line (the CLI and the API report those),
+# not a client exception from deep inside redis-py.
+for _name in [n for n in vars(MemoryStore) if not n.startswith("_") and n != "close"]:
+    setattr(RedisMemoryStore, _name, _one_line_errors(getattr(RedisMemoryStore, _name)))
 
 __all__ = ["RedisMemoryStore"]
