@@ -227,12 +227,11 @@ def test_meta_and_the_answer_cache(mem: Any):
     assert mem.cache_clear() == 2 and mem.cache_get("k2") is None
 
 
-def test_redis_sessions_carry_a_ttl_and_vanish_from_listings_when_it_runs_out(backend: str, tmp_path: Path):
-    if backend == "sqlite":
-        pytest.skip("the SQLite store expires sessions only through expire_sessions")
+def test_redis_sessions_carry_a_ttl_and_vanish_from_listings_when_it_runs_out(redis_url: str):
+    # the SQLite store expires sessions only through expire_sessions (tested above for both)
     from cograg.memory.redis_store import RedisMemoryStore
 
-    mem = RedisMemoryStore(backend, ttl_s=1)
+    mem = RedisMemoryStore(redis_url, prefix="ttl-test", ttl_s=1)
     mem.create_session("s1", user="ann")
     mem.commit_turn(turn("s1", 1), [fact("s1", "The Linden Bridge opened in 1811.")])
     assert 0 < mem.client.ttl(mem._key("s1", ":facts")) <= 1
