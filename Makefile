@@ -8,7 +8,7 @@ DEMO_STORE ?= .cograg-demo
 DEMO_QUESTION ?= Who designed the stone Linden Bridge, and how many arches does it have?
 PYTEST_ARGS ?=
 
-.PHONY: setup browser demo test test-fast serve bench clean
+.PHONY: setup browser redis demo test test-fast serve bench clean
 
 setup: $(STAMP)
 
@@ -32,10 +32,14 @@ demo: setup
 browser:
 	@bash scripts/install_chromium.sh
 
-test: setup browser
+# redis-server for the Redis memory tests (as root: apt-get; otherwise they skip, and fail under CI=true)
+redis:
+	@bash scripts/install_redis.sh
+
+test: setup browser redis
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
-test-fast: setup browser
+test-fast: setup browser redis
 	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
 
 # the HTTP API and web page over the demo store (make demo ingests it): http://127.0.0.1:8000

@@ -1,19 +1,25 @@
-"""The session store (SPEC E1, E5, E6): one SQLite file per store directory behind the
-`MemoryStore` Protocol; atomic per-turn write-back that loses no fact under concurrency (threads
-and processes); corrupt rows reported and skipped; TTL, forgetting, deletion."""
+"""The session store (SPEC E1, E5, E6) behind the `MemoryStore` Protocol, run against both
+implementations: SQLite (one file per store directory) and Redis (a real `redis-server` on
+loopback, see tests/redis_support.py). Atomic per-turn write-back that loses no fact under
+concurrency (threads and processes); corrupt rows reported and skipped; TTL, forgetting, deletion."""
 
 from __future__ import annotations
 
 import multiprocessing
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from cograg.errors import StoreError
 from cograg.memory import MemoryStore, SessionNotFound, SQLiteMemoryStore
+from cograg.memory.backends import open_memory_store
 from cograg.memory.models import Fact, TurnRecord, fact_id_for
-
+from tests.conftest import skip_or_fail
+from tests.redis_support import free_port, redis_server, redis_server_binary
 
 def fact(session: str, statement: str, doc: str = "d1", chunk: str = "c1", source_hash: str = "h1") -> Fact:
     return Fact(fact_id=fact_id_for(session, statement, doc, chunk), session_id=session, statement=statement,
@@ -25,20 +31,65 @@ def turn(session: str, i: int, question: str = "q") -> TurnRecord:
                       answer=f"answer {i}", summary_short=f"{question} {i} — answer {i}", tokens=6)
 
 
+@pytest.fixture(scope="module")
+def redis_url() -> Iterator[str]:
+    pytest.importorskip("redis", reason="the scale extra is not installed: pip install -e '.[scale]'")
+    binary = redis_server_binary()
+    if binary is None:
+        skip_or_fail("redis-server is not installed (make test installs it as root: scripts/install_redis.sh)")
+    with redis_server(binary) as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "redis"])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """What `open_memory_store` opens: `sqlite` (in tmp_path) or the test server's URL, emptied."""
+    if request.param == "sqlite":
+        return "sqlite"
+    url = request.getfixturevalue("redis_url")
+    import redis
+
+    redis.Redis.from_url(url).flushdb()
+    return url
+
+
 @pytest.fixture
-def mem(tmp_path: Path):
-    s = SQLiteMemoryStore(tmp_path)
+def mem(backend: str, tmp_path: Path) -> Iterator[Any]:
+    s = open_memory_store(backend, tmp_path)
     yield s
     s.close()
 
 
-def test_sqlite_store_meets_the_protocol_and_lives_in_the_store_directory(mem: SQLiteMemoryStore, tmp_path: Path):
-    assert isinstance(mem, MemoryStore)
+def corrupt(mem: Any, session: str, fact_id: str) -> None:
+    """Break one fact row and the session's summary behind the store's back."""
+    if isinstance(mem, SQLiteMemoryStore):
+        mem.conn.execute("UPDATE facts SET data='{not json' WHERE fact_id=?", (fact_id,))
+        mem.conn.execute("UPDATE sessions SET summary='[1, 2]'")
+    else:
+        mem.client.hset(mem._key(session, ":facts"), fact_id, "{not json")
+        mem.client.hset(mem._key(session), "summary", "[1, 2]")
+
+
+def make_idle(mem: Any, session: str) -> None:
+    if isinstance(mem, SQLiteMemoryStore):
+        mem.conn.execute("UPDATE sessions SET updated_at=0 WHERE session_id=?", (session,))
+    else:
+        mem.client.hset(mem._key(session), "updated_at", 0)
+        mem.client.zadd(mem._index, {session: 0})
+
+
+def test_sqlite_store_lives_in_the_store_directory(tmp_path: Path):
+    mem = SQLiteMemoryStore(tmp_path)
     assert (tmp_path / "memory.db").is_file()
     assert mem.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    mem.close()
 
 
-def test_a_turn_is_written_back_with_its_facts_and_loaded_again(mem: SQLiteMemoryStore):
+def test_the_store_meets_the_protocol(mem: Any):
+    assert isinstance(mem, MemoryStore)
+
+
+def test_a_turn_is_written_back_with_its_facts_and_loaded_again(mem: Any):
     mem.create_session("s1", user="ann")
     f = fact("s1", "The Linden Bridge opened in 1811.")
     res = mem.commit_turn(turn("s1", 1), [f], summary_update=lambda s: s.model_copy(update={"main_topics": ["bridge"]}))
@@ -50,7 +101,7 @@ def test_a_turn_is_written_back_with_its_facts_and_loaded_again(mem: SQLiteMemor
     assert state.session.user == "ann"
 
 
-def test_the_same_statement_from_the_same_source_is_one_fact(mem: SQLiteMemoryStore):
+def test_the_same_statement_from_the_same_source_is_one_fact(mem: Any):
     mem.create_session("s1")
     a = fact("s1", "The Linden Bridge opened in 1811.")
     b = fact("s1", "the linden bridge opened in 1811")  # case, end punctuation
@@ -62,18 +113,18 @@ def test_the_same_statement_from_the_same_source_is_one_fact(mem: SQLiteMemorySt
     assert len(mem.facts("s1")) == 2
 
 
-def test_unknown_session_is_a_clear_error_on_read(mem: SQLiteMemoryStore):
+def test_unknown_session_is_a_clear_error_on_read(mem: Any):
     with pytest.raises(SessionNotFound, match="no session 'nope'"):
         mem.load("nope")
     with pytest.raises(SessionNotFound):
         mem.commit_turn(turn("nope", 1), [])
 
 
-def test_concurrent_turns_on_one_session_lose_no_fact_threads(mem: SQLiteMemoryStore, tmp_path: Path):
+def test_concurrent_turns_on_one_session_lose_no_fact_threads(mem: Any, backend: str, tmp_path: Path):
     mem.create_session("s1")
-    other = SQLiteMemoryStore(tmp_path)  # a second connection, as a second engine in the process would have
+    other = open_memory_store(backend, tmp_path)  # a second connection, as a second engine in the process would have
 
-    def writer(store: SQLiteMemoryStore, name: str) -> None:
+    def writer(store: Any, name: str) -> None:
         for i in range(25):
             store.commit_turn(turn("s1", i, name), [fact("s1", f"{name} fact {i}")],
                               summary_update=lambda s, n=name, i=i: s.model_copy(
@@ -91,17 +142,17 @@ def test_concurrent_turns_on_one_session_lose_no_fact_threads(mem: SQLiteMemoryS
     assert len(state.session.summary.main_topics) == 75  # every summary update merged, none overwritten
 
 
-def _process_writer(directory: str, name: str) -> None:
-    store = SQLiteMemoryStore(directory)
+def _process_writer(backend: str, directory: str, name: str) -> None:
+    store = open_memory_store(backend, directory)
     for i in range(20):
         store.commit_turn(turn("s1", i, name), [fact("s1", f"{name} fact {i}")])
     store.close()
 
 
-def test_concurrent_turns_on_one_session_lose_no_fact_processes(mem: SQLiteMemoryStore, tmp_path: Path):
+def test_concurrent_turns_on_one_session_lose_no_fact_processes(mem: Any, backend: str, tmp_path: Path):
     mem.create_session("s1")
     ctx = multiprocessing.get_context("spawn")
-    procs = [ctx.Process(target=_process_writer, args=(str(tmp_path), n)) for n in ("p", "q")]
+    procs = [ctx.Process(target=_process_writer, args=(backend, str(tmp_path), n)) for n in ("p", "q")]
     for p in procs:
         p.start()
     for p in procs:
@@ -110,17 +161,16 @@ def test_concurrent_turns_on_one_session_lose_no_fact_processes(mem: SQLiteMemor
     assert len(mem.facts("s1")) == 40 and len(mem.turns("s1")) == 40
 
 
-def test_a_corrupt_row_is_reported_and_skipped(mem: SQLiteMemoryStore):
+def test_a_corrupt_row_is_reported_and_skipped(mem: Any):
     mem.create_session("s1")
     mem.commit_turn(turn("s1", 1), [fact("s1", "Good fact one."), fact("s1", "Good fact two.")])
-    mem.conn.execute("UPDATE facts SET data='{not json' WHERE fact_id=?", (fact("s1", "Good fact two.").fact_id,))
-    mem.conn.execute("UPDATE sessions SET summary='[1, 2]'")
+    corrupt(mem, "s1", fact("s1", "Good fact two.").fact_id)
     state = mem.load("s1")
     assert [f.statement for f in state.facts] == ["Good fact one."]
     assert any("corrupt fact row" in p for p in state.problems) and any("summary" in p for p in state.problems)
 
 
-def test_forget_a_fact_delete_and_expire_sessions(mem: SQLiteMemoryStore):
+def test_forget_a_fact_delete_and_expire_sessions(mem: Any):
     mem.create_session("s1")
     mem.create_session("s2")
     f = fact("s1", "The Linden Bridge opened in 1811.")
@@ -130,11 +180,11 @@ def test_forget_a_fact_delete_and_expire_sessions(mem: SQLiteMemoryStore):
     assert mem.facts("s1") == []
     assert mem.delete_session("s1") and mem.get_session("s1") is None and mem.cache_get("k") is None
     assert mem.turns("s1") == []
-    mem.conn.execute("UPDATE sessions SET updated_at=0 WHERE session_id='s2'")
+    make_idle(mem, "s2")
     assert mem.expire_sessions(time.time() - 10) == ["s2"] and mem.list_sessions() == []
 
 
-def test_invalidating_a_source_keeps_facts_from_its_current_version(mem: SQLiteMemoryStore):
+def test_invalidating_a_source_keeps_facts_from_its_current_version(mem: Any):
     mem.create_session("s1")
     old = fact("s1", "Old statement here.", source_hash="h1")
     new = fact("s1", "New statement here.", source_hash="h2")
@@ -147,8 +197,95 @@ def test_invalidating_a_source_keeps_facts_from_its_current_version(mem: SQLiteM
     assert [f.fact_id for f in mem.load("s1").facts] == [new.fact_id]  # a turn only sees valid facts
 
 
-def test_the_ledger_cap_drops_the_oldest_facts(mem: SQLiteMemoryStore):
+def test_the_ledger_cap_drops_the_oldest_facts(mem: Any):
     mem.create_session("s1")
     for i in range(5):
         mem.commit_turn(turn("s1", i), [fact("s1", f"Fact number {i} here.")], max_facts=3)
     assert [f.statement for f in mem.facts("s1")] == [f"Fact number {i} here." for i in (2, 3, 4)]
+
+
+def test_folded_turns_leave_the_turn_but_stay_in_the_history(mem: Any):
+    mem.create_session("s1")
+    for i in range(1, 4):
+        mem.commit_turn(turn("s1", i), [])
+    assert mem.unfolded_tokens("s1") == 18
+    summary = mem.load("s1").session.summary.model_copy(update={"rolling": "turns 1-2", "folded_turns": 2})
+    assert mem.fold_turns("s1", 2, summary) == 2 and mem.fold_turns("s1", 2, summary) == 0
+    state = mem.load("s1")
+    assert [t.seq for t in state.turns] == [3] and state.session.summary.rolling == "turns 1-2"
+    assert [t.seq for t in mem.turns("s1")] == [1, 2, 3] and mem.unfolded_tokens("s1") == 6
+
+
+def test_meta_and_the_answer_cache(mem: Any):
+    assert mem.get_meta("generation") is None
+    mem.set_meta("generation", "g1")
+    mem.set_meta("generation", "g2")
+    assert mem.get_meta("generation") == "g2"
+    mem.cache_put("k1", {"answer": "x"})
+    mem.cache_put("k2", {"answer": "y"})
+    assert mem.cache_get("k1") == {"answer": "x"} and mem.cache_get("nope") is None
+    assert mem.cache_clear() == 2 and mem.cache_get("k2") is None
+
+
+def test_redis_sessions_carry_a_ttl_and_vanish_from_listings_when_it_runs_out(redis_url: str):
+    # the SQLite store expires sessions only through expire_sessions (tested above for both)
+    from cograg.memory.redis_store import RedisMemoryStore
+
+    mem = RedisMemoryStore(redis_url, prefix="ttl-test", ttl_s=1)
+    mem.create_session("s1", user="ann")
+    mem.commit_turn(turn("s1", 1), [fact("s1", "The Linden Bridge opened in 1811.")])
+    assert 0 < mem.client.ttl(mem._key("s1", ":facts")) <= 1
+    deadline = time.monotonic() + 5
+    while mem.client.exists(mem._key("s1")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert mem.get_session("s1") is None and mem.list_sessions(user="ann") == [] and mem.facts("s1") == []
+    mem.close()
+
+
+def test_an_unreachable_redis_is_a_one_line_error(tmp_path: Path):
+    pytest.importorskip("redis", reason="the scale extra is not installed: pip install -e '.[scale]'")
+    url = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+    with pytest.raises(StoreError) as info:
+        open_memory_store(url, tmp_path)
+    assert str(info.value).startswith(f"cannot reach Redis memory at {url}: ") and "\n" not in str(info.value)
+
+
+def test_the_memory_backend_is_configured_by_environment_or_settings(monkeypatch: pytest.MonkeyPatch):
+    from cograg.config import Settings
+
+    monkeypatch.delenv("COGRAG_MEMORY__BACKEND", raising=False)
+    assert Settings().memory.backend == "sqlite"
+    monkeypatch.setenv("COGRAG_MEMORY", "redis://127.0.0.1:6399/2")
+    monkeypatch.setenv("COGRAG_MEMORY__MAX_FACTS", "50")
+    s = Settings()
+    assert s.memory.backend == "redis://127.0.0.1:6399/2" and s.memory.max_facts == 50
+    assert Settings(memory={"backend": "sqlite"}).memory.backend == "sqlite"
+    assert Settings().with_overrides(["memory.backend=sqlite"]).memory.backend == "sqlite"
+    with pytest.raises(ValueError, match="unknown memory backend"):
+        Settings(memory={"backend": "mysql://x"})
+
+
+def test_components_open_the_configured_backend(backend: str, tmp_path: Path):
+    from cograg.components import build_components
+    from cograg.config import Settings
+
+    settings = Settings(store=tmp_path / "store", embedder="none", memory={"backend": backend})
+    parts = build_components(settings)
+    try:
+        kind = "SQLiteMemoryStore" if backend == "sqlite" else "RedisMemoryStore"
+        assert type(parts.memory.get()).__name__ == kind
+    finally:
+        parts.close()
+
+
+def test_a_redis_outage_mid_session_is_a_one_line_store_error(tmp_path: Path):
+    pytest.importorskip("redis", reason="the scale extra is not installed: pip install -e '.[scale]'")
+    binary = redis_server_binary()
+    if binary is None:
+        skip_or_fail("redis-server is not installed (make test installs it as root: scripts/install_redis.sh)")
+    with redis_server(binary) as url:
+        mem = open_memory_store(url, tmp_path)
+        mem.create_session("s1")
+    with pytest.raises(StoreError, match=r"^Redis memory at redis://127\.0\.0\.1:\d+/0 failed: ConnectionError: "):
+        mem.load("s1")
+    mem.close()

@@ -212,10 +212,12 @@ def _policy(settings: Settings) -> CorpusPolicy:
 
 
 def _memory_store(settings: Settings, store: Any) -> Any:
-    """Sessions live next to the documents they cite (`<store>/memory.db`)."""
-    from cograg.memory.sqlite_store import SQLiteMemoryStore
+    """Sessions live next to the documents they cite (`<store>/memory.db`), or in Redis when
+    several workers share them (`memory.backend=redis://…`)."""
+    from cograg.memory.backends import open_memory_store
 
-    return SQLiteMemoryStore(getattr(store, "directory", settings.store))
+    return open_memory_store(settings.memory.backend, getattr(store, "directory", settings.store),
+                             ttl_s=settings.memory.session_ttl_days * 86400)
 
 
 def _rules(settings: Settings) -> Any:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 
 from cograg.errors import ConfigError
 
@@ -161,6 +161,16 @@ class MemoryConfig(_Section):
     context_budget_tokens: int = Field(400, ge=50, description="token budget of the layered context L0-L3 (E3)")
     answer_cache: Literal["off", "session", "all"] = Field(
         "session", description="serve a repeated question from the answer cache: in session turns, in all turns, or never")
+    # SPEC I: where sessions live; also `COGRAG_MEMORY=redis://…` (the short form of COGRAG_MEMORY__BACKEND)
+    backend: str = Field("sqlite", description="sqlite (<store>/memory.db) | redis://HOST:PORT/DB (shared by workers)")
+
+    @field_validator("backend")
+    @classmethod
+    def _backend_form(cls, value: str) -> str:
+        value = value.strip()
+        if value != "sqlite" and not value.startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError(f"unknown memory backend {value!r}: use sqlite or redis://HOST:PORT/DB")
+        return value
 
 
 class ServeConfig(_Section):
@@ -243,6 +253,15 @@ class _FlatEnv(PydanticBaseSettingsSource):
         return _nest_flat(found)
 
 
+class _Env(EnvSettingsSource):
+    """`COGRAG_<SECTION>__<KEY>`, plus `COGRAG_MEMORY=sqlite|redis://…` as `memory.backend`."""
+
+    def decode_complex_value(self, field_name: str, field: Any, value: Any) -> Any:
+        if field_name == "memory" and isinstance(value, str) and not value.lstrip().startswith("{"):
+            return {"backend": value}
+        return super().decode_complex_value(field_name, field, value)
+
+
 class Settings(BaseSettings):
     """Engine settings: the store and ingest knobs at the top, one section per stage below."""
 
@@ -276,6 +295,13 @@ class Settings(BaseSettings):
                                    dotenv_settings: PydanticBaseSettingsSource,
                                    file_secret_settings: PydanticBaseSettingsSource,
                                    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        if isinstance(env_settings, EnvSettingsSource):
+            env_settings = _Env(settings_cls, case_sensitive=env_settings.case_sensitive,
+                                env_prefix=env_settings.env_prefix,
+                                env_nested_delimiter=env_settings.env_nested_delimiter,
+                                env_ignore_empty=env_settings.env_ignore_empty,
+                                env_parse_none_str=env_settings.env_parse_none_str,
+                                env_parse_enums=env_settings.env_parse_enums)
         return (_NestedInit(settings_cls, init_settings), env_settings, _FlatEnv(settings_cls),
                 dotenv_settings, file_secret_settings)
 

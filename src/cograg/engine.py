@@ -152,7 +152,8 @@ class Engine:
         from cograg.memory.sqlite_store import DB_NAME
 
         mem = self.components.memory
-        return mem is not None and (mem.built or (Path(self.store.directory) / DB_NAME).exists())
+        return mem is not None and (mem.built or self.settings.memory.backend != "sqlite"
+                                    or (Path(self.store.directory) / DB_NAME).exists())
 
     def _source_hit(self, principal: Principal | None, doc_ids: list[str] | None = None) -> Any:
         """chunk id → the chunk as a search hit, if it still exists and a search of this turn

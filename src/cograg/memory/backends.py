@@ -1,0 +1,23 @@
+"""Opening the configured `MemoryStore` (`memory.backend`): SQLite next to the documents, or Redis
+shared by every worker of a deployment (SPEC I)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cograg.memory.store import MemoryStore
+
+
+def open_memory_store(backend: str, directory: Path | str, *, ttl_s: float | None = None) -> MemoryStore:
+    """`sqlite` → `<directory>/memory.db`; `redis://HOST:PORT/DB` → that Redis database (sessions
+    expire there after `ttl_s` idle seconds). An unreachable Redis is a one-line StoreError."""
+    if backend.startswith(("redis://", "rediss://", "unix://")):
+        from cograg.memory.redis_store import RedisMemoryStore
+
+        return RedisMemoryStore(backend, ttl_s=ttl_s)
+    from cograg.memory.sqlite_store import SQLiteMemoryStore
+
+    return SQLiteMemoryStore(directory)
+
+
+__all__ = ["open_memory_store"]
