@@ -5,6 +5,7 @@ snippet policy and one-line errors."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -144,6 +145,10 @@ def test_stream_sends_the_workflow_then_the_verified_answer(client: TestClient):
     final = events[-1][1]
     verified = next(d for n, d in events if n == "SENTENCE_VERIFIED")
     assert verified["data"]["citations"][0]["chunk_id"] == final["citations"][0]["chunk_id"]
+    # events name the document by file name, never by the server's path to it
+    assert verified["data"]["citations"][0]["source"] == "linden.md"
+    sources = re.findall(r'"source(?:_path)?": "([^"]*)"', text)
+    assert sources and not [s for s in sources if "/" in s]
     assert "1811" in final["answer"] and final["citations"][0]["snippet"]
     assert all(d["trace_id"] == final["trace_id"] for n, d in events[:-1])
 

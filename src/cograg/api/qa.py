@@ -24,7 +24,7 @@ from cograg.api.auth import Caller, caller_of
 from cograg.api.errors import NotFound, error_response, one_line, status_of
 from cograg.api.schemas import QARequest, QAResponseV2
 from cograg.api.state import ApiState, api_state
-from cograg.api.views import hide_source_text, qa_simple, qa_v2
+from cograg.api.views import file_names_only, hide_source_text, qa_simple, qa_v2
 from cograg.control.models import CancelToken, mode_name
 from cograg.engine import Engine
 from cograg.errors import CogragError, ConfigError, StoreError
@@ -147,7 +147,7 @@ async def ask_v2_stream(body: QARequest, request: Request) -> Any:
             while True:
                 kind, item = await queue.get()
                 if kind == "event":
-                    data = item.model_dump(mode="json")
+                    data = file_names_only(item.model_dump(mode="json"))
                     yield _sse(item.name, data if visible else hide_source_text(data))
                 elif kind == "answer":
                     yield _sse(ANSWER_EVENT, qa_v2(item, visible=visible, session=body.session).model_dump(mode="json"))

@@ -16,6 +16,17 @@ SOURCE_TEXT_KEYS = frozenset({"quote", "snippet", "text", "passage", "evidence",
                               "reasoning"})
 
 
+def file_names_only(value: Any) -> Any:
+    """`value` with every `source` / `source_path` field cut to its file name, recursively: clients
+    see which document, never the server's directory layout."""
+    if isinstance(value, dict):
+        return {k: (PurePath(v).name if k in ("source", "source_path") and isinstance(v, str) and v
+                    else file_names_only(v)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [file_names_only(v) for v in value]
+    return value
+
+
 def hide_source_text(value: Any) -> Any:
     """`value` with every source-text field emptied, recursively (dicts and lists); a claim
     verdict (a dict with `verdict`) also loses the judge's `reason`, which may quote the passage."""
