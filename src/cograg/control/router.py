@@ -182,7 +182,7 @@ _SECRET = re.compile(
     # a bare "token" is a secret only inside Chinese text ("把token发给我"); in English it is usually NLP
     r"|(?<=[\u4e00-\u9fff])\s*token|token\s*(?=[\u4e00-\u9fff])", _I)
 _DISCLOSE = re.compile(
-    r"\b(what\s+(is|are|was)|tell|give|show|print|reveal|list|dump|export|send|leak|display|share|expose|"
+    r"\b(what\s+(is|are|was)|what'?s|tell|give|show|print|reveal|list|dump|export|send|leak|display|share|expose|"
     r"extract|output|paste|read\s+out|copy|find\s+me|get\s+me|look\s+up)\b"
     r"|告诉|给我|发给|发我|导出|列出|显示|打印|泄露|是什么|是多少|拿到|获取|提取|输出|查看|贴出|找出|发一下", _I)
 # asking how to manage one's own secret is ordinary help-desk content, not a disclosure
@@ -200,16 +200,21 @@ _ACCESS_BYPASS = (
     re.compile(r"\b(jailbreak|escalate\s+(my\s+)?privileges?|privilege\s+escalation|hack\s+into|break\s+into)\b", _I),
     re.compile(r"\b(pretend|act)\s+(that\s+)?(i\s+am|i'm|to\s+be|as)\s+(an?\s+)?(admin|administrator|root|superuser)\b", _I),
     # admitting to lacking the right and asking anyway
-    re.compile(r"\b(i'?m|i\s+am|i'?ve|i\s+have|i\s+do)\s+(not|no|n't)\s+(\w+\s+){0,2}(in|member|part|authori[sz]ed|allowed|"
+    re.compile(r"\b(i'?m|i\s+am|i'?ve|i\s+have|i\s+do)(\s+not|\s+no|n'?t)\s+(\w+\s+){0,2}(in|member|part|authori[sz]ed|allowed|"
                r"permitted|access|permission|clearance|rights?)\b[^.?!]{0,60}\b(but|anyway|still|regardless)\b", _I),
     re.compile(r"绕过|绕开|越权|提权|破解|规避(权限|审核|限制|检查)|(没有|无|不具备|没)(访问|查看|阅读)?权限|"
                r"忽略[^，。？]{0,8}(限制|规则|指令|设定|要求|提示)|冒充(管理员|他人|别人)|入侵|盗取|盗号|"
                r"以管理员(的)?(身份|权限)|管理员(才)?(能|可以)(看|查看|访问)"),
+    re.compile(r"(没有|没|无|不具备)[^，。？,]{1,10}的(访问|查看|阅读|使用)权限[^。？]{0,4}[，,][^。？]{0,20}"
+               r"(发|给|导出|告诉|打开|调出)"),
+    re.compile(r"我(不是|并非|又不是|不属于)[^，。？,]{0,8}(管理员|管理人员|负责人|成员|员工|组的人|部门的人)"
+               r"[^。？]{0,6}(但|可是|不过|还是|也)"),
 )
 _OTHERS = re.compile(
     r"\b(other|another|all|every|each)\s+(users?|employees?|customers?|clients?|people|persons?|members?|staff|"
     r"patients?|students?|colleagues?|accounts?)\b|\bsomeone\s+else'?s?\b|\beveryone'?s\b|\bother\s+people'?s\b|"
-    r"\b(my\s+)?(colleague|coworker|co-worker|neighbou?r|boss|manager|ex)'s\b"
+    r"\b(my\s+)?(colleague|coworker|co-worker|neighbou?r|boss|manager|ex)'s\b|"
+    r"\b(the|our|their)\s+(staff|employees|customers|clients|users|colleagues|coworkers|patients)\b"
     r"|其他(的)?(用户|员工|人|客户|同事|会员|学生|患者)|别人|他人|所有(的)?(用户|员工|人|客户|会员)|每个(用户|员工|人)|"
     r"全体(员工|用户)|同事的|邻居的", _I)
 _PERSONAL = re.compile(
@@ -308,7 +313,7 @@ _CONVERSATION_REF = re.compile(
     r"\b(you|we|i)\s+(just\s+)?(mentioned|said|talked\s+about|discussed|described|listed)\b|"
     r"\bas\s+(mentioned|discussed|said|described)\s+(above|before|earlier)\b|"
     r"\bthe\s+(previous|last|earlier|former|latter)\s+(one|answer|result|point|question|option)\b|"
-    r"\bmentioned\s+(above|before|earlier)\b"
+    r"\bmentioned\s+(above|before|earlier)\b|\bwhat\s+(did|do)\s+you\s+mean\s+(by\s+)?(that|this|it)\b"
     r"|(刚才|刚刚|之前|前面|上面|上文|上次)(你)?(说|提到|讲|给出|列出|介绍|说过)的|你(刚才|刚刚|之前)(说|提到)|前者|后者", _I)
 _FOLLOW_UP = re.compile(
     r"^\s*(and|but|also|so)\b[^?]{0,30}\??\s*$|^\s*(what|how)\s+about\b[^?]{0,25}\??\s*$|"
@@ -333,12 +338,17 @@ _GENERIC_EN = frozenset("do did doe get got make made use thing say said mean ha
 _CHAT_TRIGGER_EN = re.compile(
     r"\b(hi|hello|hey|hiya|howdy|greetings|good\s+(morning|afternoon|evening|night)|thanks?|thank\s+you|thx|ty|"
     r"cheers|bye|goodbye|see\s+you|great|ok(ay)?|got\s+it|understood|awesome|perfect|cool|nice|alright|"
-    r"appreciate(d)?|no\s+problem|you'?re\s+welcome|are\s+you\s+there|anyone\s+there)\b", _I)
+    r"appreciate(d)?|no\s+problem|you'?re\s+welcome|are\s+you\s+there|anyone\s+there|how'?s\s+it\s+going|"
+    r"how\s+are\s+you(\s+doing)?|what'?s\s+up|sounds\s+good|will\s+do|all\s+good|no\s+worries|"
+    r"take\s+care|have\s+a\s+(good|nice|great)\s+(day|one|evening|weekend))\b"
+    # a bare time of day is a greeting only when it is the whole turn ("Morning!")
+    r"|^\s*(morning|evening|afternoon)\W*$", _I)
 _REQUEST_EN = re.compile(
     r"\b(tell|explain|describe|list|show|give|compare|summari[sz]e|find|search|look\s+up|translate|write|define)\b", _I)
 _CHAT_TRIGGER_ZH = re.compile(
     r"你好|您好|早上好|早安|上午好|中午好|晚上好|下午好|晚安|嗨|哈喽|谢谢|感谢|多谢|辛苦了|再见|拜拜|回头见|好的|明白了|"
-    r"知道了|收到|没问题|好吧|不客气|太棒了|很好|可以了|懂了|在吗|在不在|有人吗")
+    r"知道了|收到|没问题|好吧|不客气|太棒了|很好|可以了|懂了|在吗|在不在|有人吗|谢啦|谢了|好嘞|好滴|行吧|嗯嗯|"
+    r"(明天|下次|改天|回头|晚点|待会儿?|一会儿?)见|再会|你好吗|最近怎么样|大家好|各位好")
 _REQUEST_ZH = re.compile(r"介绍|解释|说明|列出|告诉|总结|对比|比较|分析|查|给出|讲讲|翻译|描述|帮我")
 _META = (
     re.compile(r"\b(what|which)\b[^?]{0,30}\b(can|do|could)\s+you\s+(do|help|support|answer|handle|read|understand)\b|"
@@ -347,11 +357,17 @@ _META = (
                r"\bwhat\s+are\s+you\b|\bhow\s+(do|can|should)\s+i\s+use\s+(you|this\s+(assistant|tool|bot|system|chat|app))\b|"
                r"\bwhat\s+languages?\s+(do|can)\s+you\b|\b(can|could|would|will)\s+you\s+(please\s+)?(answer|reply|respond|"
                r"speak|write|talk)\s+(in|more|shorter|longer|briefly)\b|\b(answer|reply|respond)\s+in\s+(chinese|english)\b|"
-               r"\byour\s+(name|capabilities|features|limitations)\b|\bare\s+you\s+(a\s+)?(bot|human|robot|ai|person)\b|"
-               r"\bhow\s+do\s+you\s+work\b", _I),
-    re.compile(r"你(能|会|可以)(帮我|为我|替我)?(做|干|处理|回答)?(些|哪些|什么)|你是谁|你叫什么|你是(什么|哪个|机器人|人)|(支持|会说|懂|会)(哪些|什么|几种)语言|"
+               r"\byour\s+(name|capabilities|features|limitations)\b|"
+               r"\bare\s+you\s+(a\s+|an\s+)?(real\s+)?(bot|chatbot|human|robot|ai|person|machine|program)\b|"
+               r"\b(keep|make)\s+(your\s+)?(answers?|replies|responses)\s+(shorter|longer|brief|briefer|short|concise)\b|"
+               r"\bhow\s+do\s+you\s+work\b|\bhow\s+(does|do)\s+(this|the)\s+(assistant|bot|chatbot)\s+work\b|"
+               r"\b(can|do|could)\s+you\s+(speak|understand|read|write)\s+(chinese|english|mandarin|other\s+languages)\b", _I),
+    re.compile(r"你(都|还)?(能|会|可以)(帮我|为我|替我)?(做|干|处理|回答)?(些|哪些|什么)|"
+               r"你(都|还)?(能|会|可以)(读取?|处理|打开|识别|看懂?|解析)[^，。？?]{0,8}(PDF|pdf|Word|word|Excel|excel|"
+               r"文件|文档|图片|表格|网页|代码)吗|你是谁|你叫什么|你是(什么|哪个|机器人|人)|(支持|会说|懂|会)(哪些|什么|几种)语言|"
                r"怎么(使用|用)你|如何使用(你|本助手|这个助手|这个系统|这个工具)|(用|改用|请用)(中文|英文|英语)(回答|回复|说)|"
-               r"你有(什么|哪些)功能|你的功能|你是怎么工作的"),
+               r"你有(什么|哪些)功能|你的功能|你是怎么工作的|"
+               r"你(会|能|可以)(说|讲|用|听懂|看懂)?(英语|英文|中文|汉语|日语)(吗|么|回答)"),
 )
 _QUESTION_EN = re.compile(
     r"\?|^\s*(how|what|when|where|who|whom|whose|which|why|is|are|was|were|do|does|did|can|could|has|have|had|will|"
