@@ -48,6 +48,12 @@ from cograg.retrieval.search import Retriever  # noqa: E402
 
 DIM = 256
 EMBEDDER = "bench:hashing256"
+READING = ("Reading: Milvus Lite, the embedded engine the tests use, answers the same queries with the same "
+           "top-10 vectors and most of the same BM25 hits, but 50–200× slower than the SQLite index at this "
+           "size on this machine; it is for development and tests. The Milvus backend is meant for a Milvus "
+           "server shared by several workers, whose latency is not measured here (no server on this machine; "
+           "`docker-compose.yml` starts one). 100k chunks were not measured: at about 7 s of Milvus Lite search "
+           "per query (all modes), the build plus enough queries exceeds the 5-minute bound of this run.")
 MODES = {"bm25": {"mode": "bm25"}, "vector": {"mode": "vector"}, "hybrid rrf": {"mode": "hybrid", "fusion": "rrf"},
          "hybrid": {"mode": "hybrid"}}
 
@@ -75,6 +81,10 @@ class FixedQueries:
         return np.stack([self.table[t] for t in texts])
 
 
+def log(message: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
 def uptime() -> str:
     try:
         return subprocess.run(["uptime"], capture_output=True, text=True, timeout=5).stdout.strip()
@@ -92,8 +102,10 @@ def measure(n: int, texts: list[str], vecs: np.ndarray, qs: list[str], qvecs: di
         t0 = time.perf_counter()
         build_store(root, n, texts, vecs, EMBEDDER)
         row["ingest_sqlite_chunks_per_s"] = round(n / (time.perf_counter() - t0))
+        log(f"sqlite store built: {row['ingest_sqlite_chunks_per_s']} chunks/s")
         report = migrate_index(root, "milvus:milvus.db")
         row["migrate_milvus_chunks_per_s"] = round(report.indexed / report.seconds)
+        log(f"milvus filled: {row['migrate_milvus_chunks_per_s']} chunks/s")
         if write_path_chunks:
             m = min(write_path_chunks, n)
             t0 = time.perf_counter()
@@ -101,6 +113,7 @@ def measure(n: int, texts: list[str], vecs: np.ndarray, qs: list[str], qvecs: di
                         open_store=lambda p: MilvusStore(p, uri=str(p / "milvus.db")))
             row["ingest_milvus_write_path_chunks_per_s"] = round(m / (time.perf_counter() - t0))
             row["write_path_chunks"] = m
+            log(f"milvus write path: {row['ingest_milvus_write_path_chunks_per_s']} chunks/s")
 
         plain = SQLiteStore(root)
         plain.indexer = ChunkIndexer(None)
@@ -119,7 +132,8 @@ def measure(n: int, texts: list[str], vecs: np.ndarray, qs: list[str], qvecs: di
                     run(backend, q, opts)
         times: dict[str, list[float]] = {}
         overlap: dict[str, list[float]] = {}
-        for q in qs:  # interleaved query by query, so the machine's load falls on both alike
+        log("searching")
+        for i, q in enumerate(qs):  # interleaved query by query, so the machine's load falls on both alike
             for mode, opts in MODES.items():
                 tops = {}
                 for backend in retrievers:
@@ -132,6 +146,8 @@ def measure(n: int, texts: list[str], vecs: np.ndarray, qs: list[str], qvecs: di
             t = time.perf_counter()
             milvus.index.hybrid_search(q, qvecs[q], 10, retrieve_k=50)
             times.setdefault("milvus native hybrid (RRFRanker)", []).append((time.perf_counter() - t) * 1000)
+            if i % 10 == 9:
+                log(f"{i + 1} queries")
         for name, xs in times.items():
             row[name] = [round(statistics.median(xs), 2), round(pct(xs, 95), 2)]
         for mode, xs in overlap.items():
@@ -158,6 +174,7 @@ def main() -> None:
     sizes = [int(s) for s in args.sizes.split(",")]
     texts = base[:max(sizes)]
     vecs = np.stack([hashing_vector(t) for t in texts])
+    log(f"{len(texts)} base texts embedded")
     qs = [q.strip() for q in random.Random(1).sample(queries, args.queries)]
     qvecs = {q: hashing_vector(q) for q in qs}
     rows = [measure(n, texts, vecs, qs, qvecs, args.write_path_chunks) for n in sizes]
@@ -187,6 +204,8 @@ def main() -> None:
     text = "\n".join(table) + "\n\n" + "\n".join(notes)
     print(text)
     if args.write_docs:
+        (REPO / "benchmarks" / "results" / "scale-index.json").write_text(
+            json.dumps(rows, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
         cmd = (f".venv/bin/python benchmarks/scale.py --sizes {args.sizes} --queries {args.queries} "
                f"--write-path-chunks {args.write_path_chunks} --write-docs")
         import pymilvus
@@ -204,7 +223,7 @@ def main() -> None:
             "recall@10 parity = the mean share of SQLite's top 10 that Milvus Lite also returns. Vector search is "
             "exact on both sides (FLAT inner product vs SQLite's full scan), so its parity is 1 up to ties; BM25 "
             "differs by design (Milvus computes BM25 from its own jieba analyzer and statistics, SQLite's FTS5 from "
-            "cograg's analyzer), and hybrid inherits that.\n\n" + text + "\n")
+            "cograg's analyzer), and hybrid inherits that.\n\n" + text + "\n\n" + READING + "\n")
         from benchmarks_common import write_section
 
         write_section(REPO / "docs" / "benchmarks.md", "## Scale-out: index", section)
