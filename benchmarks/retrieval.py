@@ -83,11 +83,12 @@ class ReplayEmbedder:
         return np.stack([self.table[t] for t in texts])
 
 
-def build_store(path: Path, n: int, texts: list[str], vecs: np.ndarray, name: str, seed: int = 0) -> None:
+def build_store(path: Path, n: int, texts: list[str], vecs: np.ndarray, name: str, seed: int = 0,
+                open_store=SQLiteStore) -> None:
     rng = random.Random(seed)
     nrng = np.random.default_rng(seed)
     vocab = [w for t in texts[:2000] for w in t.split(" ") if w.isalpha()][:5000] or ["x"]
-    store = SQLiteStore(path)
+    store = open_store(path)
     table: dict[str, np.ndarray] = {}
     embedder = ReplayEmbedder(table, vecs.shape[1], name)
     store.indexer = ChunkIndexer(embedder)

@@ -329,6 +329,7 @@ def trace_cmd(trace_id: Annotated[str | None, typer.Argument(help="trace id (or 
 from cograg import cli_eval  # noqa: E402,F401  (registers the eval commands)
 from cograg import cli_memory  # noqa: E402,F401  (registers its commands)
 from cograg import cli_serve  # noqa: E402,F401  (registers its commands)
+from cograg import cli_index  # noqa: E402,F401  (registers its commands)
 
 
 def main() -> None:

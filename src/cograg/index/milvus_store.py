@@ -27,7 +27,7 @@ Keeping the two consistent:
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -47,11 +47,11 @@ class MilvusStore(SQLiteStore):
     (`http://host:19530`, or a Milvus Lite `PATH.db`)."""
 
     def __init__(self, directory: Path, *, uri: str, create: bool = True, indexer: ChunkIndexer | None = None,
-                 timeout_s: float = 10.0) -> None:
+                 timeout_s: float = 10.0, progress: Callable[[int, int], None] | None = None) -> None:
         super().__init__(directory, create=create, indexer=indexer)
         try:
             self.index = MilvusIndex(uri, self.collection_name(), timeout_s=timeout_s)
-            self.reconcile()
+            self.rebuilt_on_open = self.reconcile(progress)
         except BaseException:
             self.conn.close()
             raise
@@ -84,28 +84,34 @@ class MilvusStore(SQLiteStore):
         with self.transaction() as conn:
             conn.executemany("DELETE FROM meta WHERE key=?", [(_PENDING + d,) for d in doc_ids])
 
-    def reconcile(self) -> None:
+    def reconcile(self, progress: Callable[[int, int], None] | None = None) -> bool:
         """Bring Milvus to SQLite's state: rebuild when the collection is missing, has the wrong
-        vector dimension or a different chunk count; otherwise re-sync the pending documents."""
+        vector dimension or a different chunk count; otherwise re-sync the pending documents.
+        Returns whether the collection was rebuilt."""
         if not self.index.exists() or self.index.dim != self._dim():
-            self.rebuild()
-            return
+            self.rebuild(progress)
+            return True
         pending = self.pending_documents()
         if pending:
             self._sync(pending)
         if self.index.count() != self.count_chunks():
-            self.rebuild()
+            self.rebuild(progress)
+            return True
+        return False
 
-    def rebuild(self) -> int:
+    def rebuild(self, progress: Callable[[int, int], None] | None = None) -> int:
         """Recreate the Milvus collection from SQLite (stored vectors, no embedding). Returns the
-        number of chunks indexed."""
+        number of chunks indexed; `progress(chunks_done, chunks_total)` follows each batch."""
         self.index.create(self._dim())
         doc_ids = [r[0] for r in self.conn.execute("SELECT doc_id FROM documents ORDER BY doc_id")]
+        total = self.count_chunks() if progress else 0
         done = 0
         for i in range(0, len(doc_ids), _BATCH):
             rows = self._rows(doc_ids[i:i + _BATCH])
             self.index.upsert(rows)
             done += len(rows)
+            if progress:
+                progress(done, total)
         self._unmark(self.pending_documents())
         return done
 
