@@ -187,3 +187,11 @@ def test_a_two_passage_answer_is_delivered_with_both_verified_citations(tmp_path
 def test_markers_copied_into_a_quote_are_not_part_of_it() -> None:
     v = validate_draft(draft("It has seven arches [1].", (1, "It has seven arches [1].")), BLOCKS)
     assert [c.quote for c in v.citations] == ["It has seven arches."] and v.issues.repaired_quotes == 0
+
+
+def test_a_chinese_quote_of_a_markdown_list_item_matches_its_words_not_its_layout() -> None:
+    text = "## 主要品种\n\n研究所先后育成了三个主要品种:\n\n- **银雾**:1978 年育成,耐寒性极强。"
+    v = validate_draft(draft("银雾是1978年育成的[1]。", (1, "研究所先后育成了三个主要品种:银雾:1978年育成")),
+                       [block(1, text)])
+    (c,) = v.citations
+    assert c.quote in text and c.quote.endswith("1978 年育成") and v.issues.dropped_citations == 0

@@ -147,13 +147,27 @@ def strip_markers(text: str) -> str:
     return re.sub(r"\s+([。.,，!?！？])", r"\1", MARKER_RE.sub("", text)).strip()
 
 
-def _normalised_with_offsets(text: str) -> tuple[str, list[int]]:
+_CJK_CHAR = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+_LINE_BULLET = re.compile(r"(?m)^[ \t]*(?:[-*+•]|\d+[.)])[ \t]+")
+
+
+def _normalised_with_offsets(text: str, *, cjk: bool = False) -> tuple[str, list[int]]:
     """`normalise_for_match(text)` character by character, with the offset in `text` of every
-    character of the result: a match found in the normalised text maps back to the original."""
+    character of the result: a match found in the normalised text maps back to the original.
+    With `cjk`, whitespace and line-start list bullets are dropped too: Chinese text has no word
+    spaces, and a model quoting a Markdown list item copies its words, not its layout."""
+    skip: set[int] = set()
+    if cjk:
+        for m in _LINE_BULLET.finditer(text):
+            skip.update(range(m.start(), m.end()))
     out: list[str] = []
     where: list[int] = []
     for i, ch in enumerate(text):
+        if i in skip:
+            continue
         if ch.isspace():
+            if cjk:
+                continue
             if out and out[-1] != " ":
                 out.append(" ")
                 where.append(i)
@@ -172,8 +186,9 @@ def _normalised_with_offsets(text: str) -> tuple[str, list[int]]:
 def best_matching_span(quote: str, text: str) -> tuple[str, float] | None:
     """The span of `text`, verbatim, that best matches `quote` (Indel similarity of the normalised
     texts, 0–1), widened to whole words; None for a quote too short to place."""
-    q = normalise_for_match(quote)
-    t, where = _normalised_with_offsets(text)
+    cjk = bool(_CJK_CHAR.search(quote))
+    q, _ = _normalised_with_offsets(quote, cjk=cjk)
+    t, where = _normalised_with_offsets(text, cjk=cjk)
     if len(q) < 4 or not t:
         return None
     i = t.find(q)
