@@ -391,7 +391,9 @@ def insert_markers(answer: str, blocks: list[ContextBlock], prefer: list[str] | 
         best = next((b for b in order if _supports_verbatim(sent, b)), None) or _listed_block_for(sent, listed)
         if best is not None:
             end = sent[-1] if sent[-1] in "。！？!?." else ""
-            out.append(f"{sent[:len(sent) - len(end)].rstrip()} [{best.citation_id}]{end}")
+            body = sent[:len(sent) - len(end)].rstrip()
+            space = "" if _CJK_CHAR.search(body[-1:]) else " "
+            out.append(f"{body}{space}[{best.citation_id}]{end}")
             inserted += 1
         else:
             out.append(sent)
