@@ -4,10 +4,6 @@ router's model scores, the planner and the claim verifier all go over HTTP."""
 
 from __future__ import annotations
 
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,21 +12,15 @@ import pytest
 from cograg.config import Settings
 from cograg.control.router import LLMRouteScorer
 from cograg.engine import Engine
-from cograg.models.compute import threads_for_next_job
-from cograg.models.llm import LLMUnavailable, OpenAICompatLLM
+from cograg.models.llm import OpenAICompatLLM
 from cograg.models.model_files import ModelError, ensure_model
+from tests.llm_server_support import serve_gguf
 from tests.test_e2e_answer import MODEL_CACHE, REPO, assert_contract_holds
 
 pytestmark = pytest.mark.slow
 
 CORPUS = REPO / "examples" / "corpus"
 QUESTION = "Who designed the stone Linden Bridge, and what is the daily cap on LinCard single fares?"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -42,36 +32,8 @@ def served_model(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         model = ensure_model("fast", MODEL_CACHE)
     except ModelError as exc:
         pytest.skip(f"embedded 0.5B model not installed: {exc}")
-    port, threads = _free_port(), threads_for_next_job()
-    log_path = tmp_path_factory.mktemp("llm-server") / "server.log"
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
-             "--port", str(port), "--n_ctx", "4096", "--model_alias", "qwen-0.5b",
-             "--n_threads", str(threads), "--n_threads_batch", str(threads)],
-            stdout=log, stderr=subprocess.STDOUT)
-        base = f"http://127.0.0.1:{port}/v1"
-        try:
-            deadline = time.monotonic() + 180
-            probe = OpenAICompatLLM(base, timeout_s=60)
-            while True:
-                if proc.poll() is not None:
-                    pytest.fail(f"llama_cpp.server exited: {log_path.read_text()[-2000:]}")
-                try:
-                    assert probe.model == "qwen-0.5b"
-                    break
-                except LLMUnavailable:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.5)
-            yield base
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    with serve_gguf(model, tmp_path_factory.mktemp("llm-server") / "server.log", n_ctx=4096) as base:
+        yield base
 
 
 @pytest.mark.timeout(1800)

@@ -9,7 +9,6 @@ import http.server
 import json
 import os
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -23,7 +22,6 @@ from pydantic import BaseModel, Field
 from cograg.errors import CogragError
 from cograg.models import ModelError
 from cograg.models import model_files
-from cograg.models.compute import threads_for_next_job
 from cograg.models.llm import (
     LLM,
     ChatMessage,
@@ -38,6 +36,7 @@ from cograg.models.llm import (
 )
 from cograg.models.model_files import ModelProfile, ensure_model, verify_file
 from cograg.testing import ScriptedLLM
+from tests.llm_server_support import serve_gguf
 
 
 class Answer(BaseModel):
@@ -851,42 +850,14 @@ def test_get_llm_fast_profile(model_cache, fast_model_path):
     get_llm.cache_clear()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @slow
 def test_llamacpp_server_with_openai_client(fast_model_path, tmp_path, missing_model):
     try:
         import llama_cpp.server.app  # noqa: F401
     except ImportError:
         missing_model("needs the llama_cpp.server stack (fastapi, uvicorn, ...): pip install 'cograg[server]'")
-    port = _free_port()
-    threads = threads_for_next_job()
-    log = open(tmp_path / "server.log", "wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", "--model", str(fast_model_path), "--host", "127.0.0.1",
-         "--port", str(port), "--n_ctx", "2048", "--model_alias", "qwen-0.5b",
-         # the server's default batch threads = all CPUs, which crawls when the CPUs are shared
-         "--n_threads", str(threads), "--n_threads_batch", str(threads)],
-        stdout=log, stderr=subprocess.STDOUT,
-    )
-    try:
-        base = f"http://127.0.0.1:{port}/v1"
-        deadline = time.monotonic() + 120
+    with serve_gguf(fast_model_path, tmp_path / "server.log") as base:
         client = OpenAICompatLLM(base, timeout_s=120)
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"llama_cpp.server exited: {(tmp_path / 'server.log').read_text()[-2000:]}")
-            try:
-                assert client.model == "qwen-0.5b"
-                break
-            except LLMUnavailable:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
         resp = client.chat(USER, max_tokens=48)
         assert "Paris" in resp.text and resp.prompt_tokens > 10 and resp.completion_tokens > 0
         obj, _ = client.chat_json(USER, Answer, max_tokens=64)
@@ -896,14 +867,6 @@ def test_llamacpp_server_with_openai_client(fast_model_path, tmp_path, missing_m
         assert len(deltas) > 1 and "Paris" in "".join(deltas)
         with pytest.raises(LLMTimeout):
             client.chat([ChatMessage(role="user", content="Write a long essay about Paris.")], max_tokens=500, timeout_s=0.2)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
 
 
 @slow
