@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -117,6 +117,19 @@ def _connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
+@contextmanager
+def immediate_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One write transaction on `conn`, taken at once (BEGIN IMMEDIATE, so a concurrent writer
+    waits here rather than failing at its first write); rolled back on any exception."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
 class SQLiteStore:
     """Documents and chunks in `<store>/cograg.db`."""
 
@@ -179,15 +192,8 @@ class SQLiteStore:
             conn.executemany("INSERT INTO chunks_fts(rowid, terms) VALUES(?, ?)", batch)
             self.set_meta("analyzer", ANALYZER_VERSION)
 
-    @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        self.conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield self.conn
-        except BaseException:
-            self.conn.execute("ROLLBACK")
-            raise
-        self.conn.execute("COMMIT")
+    def transaction(self) -> AbstractContextManager[sqlite3.Connection]:
+        return immediate_transaction(self.conn)
 
     # ------------------------------------------------------------------ meta
     def get_meta(self, key: str) -> str | None:

@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from cograg.index.sqlite_store import immediate_transaction
 from cograg.errors import StoreError
 from cograg.memory.models import (
     CommitResult, Fact, Session, SessionState, SessionSummary, SystemProfile, TurnRecord, now,
@@ -106,14 +107,8 @@ class SQLiteMemoryStore:
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
-        with self._lock:
-            self.conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self.conn
-            except BaseException:
-                self.conn.execute("ROLLBACK")
-                raise
-            self.conn.execute("COMMIT")
+        with self._lock, immediate_transaction(self.conn) as conn:
+            yield conn
 
     def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
         with self._lock:
