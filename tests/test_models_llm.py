@@ -941,3 +941,40 @@ def test_prefix_state_survives_a_new_process_and_changes_nothing(fast_model_path
     assert third.chat(messages, max_tokens=16).text == reference.text
     assert third.prefix_states.restored == 0 and third.prefix_states.saved == 1
     third.close()
+
+
+@slow
+def test_grammar_last_sampling_gives_the_chain_s_tokens(fast_model_path):
+    """The one-candidate grammar check (models/llm/grammar_sampling.py) must produce exactly the
+    tokens of llama-cpp-python's full masked pass, both where the model's argmax fits the grammar
+    and where the grammar has to overrule it."""
+    import llama_cpp
+    from llama_cpp.llama_grammar import LlamaGrammar
+
+    from cograg.models.llm import grammar_sampling
+
+    plain = llama_cpp.Llama(model_path=str(fast_model_path), n_ctx=1024, n_threads=2, verbose=False)
+    patched = llama_cpp.Llama(model_path=str(fast_model_path), n_ctx=1024, n_threads=2, verbose=False)
+    grammar_sampling.install(patched)
+    cases = [
+        # a grammar the model follows on its own: almost every token passes the one-candidate check
+        ('Reply as JSON {"city": ..., "country": ...}: where is the Eiffel Tower?',
+         'root ::= "{\\"city\\": \\"" [A-Za-z ]+ "\\", \\"country\\": \\"" [A-Za-z ]+ "\\"}"'),
+        # a grammar against the model's wish: the answer must be digits, the model wants words
+        ("Write a short poem about rivers.", 'root ::= [0-9]+ " apples"'),
+    ]
+    samplers = []
+    for prompt, gbnf in cases:
+        texts = []
+        for llama in (plain, patched):
+            tokens = llama.tokenize(prompt.encode(), special=True)
+            out = llama.create_completion(prompt=tokens, max_tokens=24, temperature=0.0, repeat_penalty=1.0,
+                                          grammar=LlamaGrammar.from_string(gbnf, verbose=False))
+            texts.append(out["choices"][0]["text"])
+        samplers.append(patched._sampler)
+        assert texts[0] == texts[1] and texts[0]
+    assert isinstance(samplers[0], grammar_sampling.GrammarLastGreedySampler)
+    assert samplers[0].checked_one > samplers[0].checked_all
+    assert samplers[1].checked_all >= 1  # the fallback to the full pass was exercised
+    plain.close()
+    patched.close()

@@ -22,6 +22,7 @@ from pydantic import BaseModel
 from cograg.models import ModelError
 from cograg.models.compute import COMPUTE_LOCK, fixed_threads, threads_for_next_job
 from cograg.models.llm.base import ChatModelBase
+from cograg.models.llm import grammar_sampling
 from cograg.models.llm.prefix_state import PrefixStateFiles, common_prefix_len
 from cograg.models.llm.types import (
     ChatMessage,
@@ -127,6 +128,7 @@ class LlamaCppLLM(ChatModelBase):
             )
         except Exception as exc:  # ValueError("Failed to load model from file") and friends
             raise ModelError(f"cannot load the GGUF model {path}: {exc}") from exc
+        grammar_sampling.install(self._llama)  # greedy JSON: ask the grammar about the argmax first
         self.path = path
         self.n_threads = threads
         self.n_ctx = int(self._llama.n_ctx())
