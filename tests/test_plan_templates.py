@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from cograg.answer.contract import answer_sentences
 from cograg.control.models import ControlBudget
 from cograg.control.plan_templates import template_plan
 from cograg.control.planner import Planner, check_grounded, validate_plan
@@ -162,6 +163,31 @@ def test_comparison_template_runs_end_to_end_with_no_planning_call(eng: Engine):
     assert [nodes[i]["status"] for i in (1, 2, 3)] == ["done", "done", "done"]
     assert "1811" in nodes[1]["statement"] and "1870" in nodes[2]["statement"]
     assert nodes[3]["deps"] == [1, 2]  # the comparison step reasons over both statements
+
+
+def test_a_conclusion_citing_one_side_comes_with_the_other_side_s_verified_statement(eng: Engine):
+    """The comparison step's verified answer cites only the Linden Bridge's source: the Rhine
+    Bridge look-up's verified statement (and its source) is delivered before it, with no extra
+    model call, so every side of the comparison is cited in the answer."""
+    def one_sided(q: str, text: str) -> dict:
+        from tests.test_control_flow import default_answer
+
+        if "first" not in q.lower():
+            return default_answer(q, text)
+        a = block_with(text, "opened in 1811")
+        return {"answer": f"The Linden Bridge opened first, in 1811 [{a}].", "citations": [{"id": a, "quote": ""}],
+                "fallback": False}
+
+    brain = Brain(plan=lambda text: pytest.fail("the LLM planner must not be asked"), answer=one_sided)
+    resp = ask(eng, brain, "Which opened first, the Linden Bridge or the Rhine Bridge?", mode="R3", templates=True)
+    assert not resp.fallback and "synthesize" not in brain.kinds
+    assert_verified(resp)
+    sentences = answer_sentences(resp.answer)
+    assert "1870" in sentences[0] and sentences[-1].startswith("The Linden Bridge opened first")
+    by_id = {c.id: c.source.rsplit("/", 1)[-1] for c in resp.citations}
+    assert [by_id[m] for m in re.findall(r"\[(\d+)\]", sentences[0])] == ["rhine.md"]
+    assert [by_id[m] for m in re.findall(r"\[(\d+)\]", sentences[-1])] == ["linden.md"]
+    assert any("tasks [2]" in n for n in resp.notes)
 
 
 def test_bridge_template_second_look_up_searches_with_the_first_answer(eng: Engine):

@@ -54,6 +54,16 @@ class CitationNumbering:
 
     def renumber_statement(self, result: TaskResult) -> str:
         """The task's statement with its own markers rewritten into the global numbering."""
+        return self.renumber(result.statement, result)
+
+    def renumber_claim(self, claim: ClaimCheck, result: TaskResult) -> ClaimCheck:
+        """One of the task's verdicts, its sentence and citation ids in the global numbering."""
+        own = {c.id: c for c in result.citations}
+        return claim.model_copy(update={
+            "sentence": self.renumber(claim.sentence, result),
+            "citation_ids": [self.number(own[k]) for k in claim.citation_ids if k in own]})
+
+    def renumber(self, text: str, result: TaskResult) -> str:
         own = {c.id: c for c in result.citations}
 
         def sub(m: re.Match[str]) -> str:
@@ -62,7 +72,7 @@ class CitationNumbering:
 
         from cograg.answer.contract import MARKER_RE
 
-        return MARKER_RE.sub(sub, result.statement).strip()
+        return MARKER_RE.sub(sub, text).strip()
 
 
 def resolve_task_citations(text: str, results: dict[int, TaskResult],

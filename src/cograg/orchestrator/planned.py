@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from cograg.answer.answerer import Answerer, AnswerResponse, recording_verifier
+from cograg.answer.contract import Citation
+from cograg.answer.verifier import ClaimCheck
 from cograg.trace import RecordingLLM
 from cograg.control.models import Plan, TaskResult
 from cograg.messages import message
@@ -129,9 +131,13 @@ class PlannedMode:
         notes = [f"task {final.id} answered the question from the others' verified statements"]
         if incomplete:
             notes.append(f"tasks without a verified result: {incomplete}")
-        return AnswerResponse(answer=final.statement, citations=final.citations, fallback=False,
+        answer, citations, claims, added = with_uncited_inputs(plan, results, final, self.turn.lang == "zh")
+        if added:
+            notes.append(f"the verified statements of tasks {added}, whose sources the conclusion does not cite, "
+                         "come first")
+        return AnswerResponse(answer=answer, citations=citations, fallback=False,
                               confidence=confidence, grounded=True, route="MULTI_HOP", trace_id=self.trace.trace_id,
-                              claims=final.claims, notes=notes)
+                              claims=claims, notes=notes)
 
     def conflict_answer(self, results: dict[int, TaskResult], conflicts: list[dict[str, Any]],
                         synthesizer: Any) -> AnswerResponse:
@@ -165,6 +171,33 @@ def final_task(plan: Plan, results: dict[int, TaskResult], question: str) -> Tas
         return None
     asks_question = " ".join(last.description.split()) == " ".join(question.split())
     return last if asks_question else None
+
+
+def with_uncited_inputs(plan: Plan, results: dict[int, TaskResult], final: TaskResult,
+                        chinese: bool) -> tuple[str, list[Citation], list[ClaimCheck], list[int]]:
+    """The final task's answer, preceded by the verified statement of every input task whose
+    documents it does not cite (a comparison that cites only one side's source would otherwise
+    leave the other side's fact unsourced in the answer). The statements were verified in their
+    tasks against the same chunks; only the marker numbers change, so no model call is made.
+    Returns (answer, citations, claims, ids of the tasks added)."""
+    from cograg.control.synthesizer import CitationNumbering
+
+    deps = next((s.dependencies for s in plan.sub_tasks if s.id == final.id), [])
+    cited_docs = {c.doc_id for c in final.citations}
+    added = [results[d] for d in deps if d in results and results[d].status == "done" and results[d].statement
+             and results[d].citations and any(c.kept for c in results[d].claims)
+             and not cited_docs & {c.doc_id for c in results[d].citations}]
+    if not added:
+        return final.statement, final.citations, final.claims, []
+    numbering = CitationNumbering()
+    parts: list[str] = []
+    claims: list[ClaimCheck] = []
+    for r in [*added, final]:
+        parts.append(numbering.renumber_statement(r))
+        claims += [numbering.renumber_claim(c, r) for c in r.claims]
+    used = {k for c in claims if c.kept for k in c.citation_ids}
+    return (("" if chinese else " ").join(parts), [c for c in numbering.citations if c.id in used], claims,
+            [r.id for r in added])
 
 
 def _done(results: dict[int, TaskResult]) -> list[TaskResult]:
