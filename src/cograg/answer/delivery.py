@@ -104,6 +104,12 @@ def _role_turns(text: str) -> list[tuple[int, int]]:
 
 
 def addressed_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of the sentences of `text` that address its reader (see `_addressed`)."""
+    return list(_addressed(text))
+
+
+@lru_cache(maxsize=128)  # every sentence of an answer is checked against the same few blocks
+def _addressed(text: str) -> tuple[tuple[int, int], ...]:
     """(start, end) of the sentences of `text` that address its reader: a sentence with strong cues
     (it names a machine and an output, or three cue kinds), a sentence with weaker cues next to
     an addressed one in the same paragraph, and every sentence of a conversation turn planted
@@ -125,7 +131,7 @@ def addressed_spans(text: str) -> list[tuple[int, int]]:
                                          and {"machine", "self_reference"} & (cues[i] | cues[j]) for j in near)
         if any(ts < e and s < te for ts, te in turns) or _strong(cues[i]) or split_up:
             out.append((s, e))
-    return out
+    return tuple(out)
 
 
 def support_in_addressed_text(sentence: str, evidence: str, question: str = "") -> str | None:
