@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from cograg.answer.contract import Citation, ContractIssues, DraftAnswer, strip_markers, validate_draft
-from cograg.answer.injection import obeyed_injection, redact, scan
+from cograg.answer.injection import obeyed_injection, redact, untrusted_quote
 from cograg.answer.verifier import ClaimCheck, Verifier
 from cograg.config import AnswerConfig, VerificationConfig
 from cograg.errors import CogragError
@@ -126,7 +126,7 @@ class Answerer:
                  route: str = "REFUSED", evidence: list[Citation] | None = None) -> AnswerResponse:
         zh = is_chinese(question)
         # evidence shown in a refusal passes the same injection check as an answer sentence
-        evidence = [c for c in evidence or [] if c.quote and not scan(c.quote)]
+        evidence = [c for c in evidence or [] if c.quote and not untrusted_quote(c.quote)]
         if evidence:
             best = evidence[0].model_copy(update={"id": "1"})
             if result is not None and best.chunk_id in result.hidden_chunk_ids():
@@ -277,7 +277,7 @@ class Answerer:
             # answer may still be a refusal (too few sentences verified), which ANSWER_READY says
             if not claim.kept:
                 return
-            obeyed[index] = obeyed_injection(claim.sentence, flagged, allowed)
+            obeyed[index] = obeyed_injection(claim.sentence, flagged, allowed, question=q, evidence=evidence_by_id)
             if not obeyed[index]:
                 trace.event("SENTENCE_VERIFIED", index=index, sentence=claim.sentence,
                             citations=[c.model_dump() for c in withhold_quotes(validated.citations, hidden)

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pydantic import BaseModel
 
+from cograg.answer.delivery import addressed_spans, delivery_objection
 from cograg.prompts import fence_tag_pattern
 from cograg.text import ngram_overlap, sentence_spans
 
@@ -120,9 +122,13 @@ def redact(text: str) -> ScanResult:
     return ScanResult(re.sub(r"[ \t]{2,}", " ", "".join(out)).strip(), flags)
 
 
-def obeyed_injection(sentence: str, flagged: list[str], allowed_text: str) -> str | None:
+def obeyed_injection(sentence: str, flagged: list[str], allowed_text: str, *, question: str | None = None,
+                     evidence: Mapping[str, str] | None = None) -> str | None:
     """Why `sentence` looks like an obeyed injection, or None. `flagged`: the instruction-like spans
-    seen this turn; `allowed_text`: the question plus the clean (redacted) evidence."""
+    seen this turn; `allowed_text`: the question plus the clean (redacted) evidence. Given the
+    `question` and the `evidence` (text of each cited block by citation id), the structural rules
+    of `cograg.answer.delivery` apply too: they catch what an attack the detector missed made the
+    model write."""
     for span in flagged:
         if ngram_overlap(sentence, span, n=4, measure="coefficient") > 0.5:
             return "repeats an instruction-like passage"
@@ -131,4 +137,12 @@ def obeyed_injection(sentence: str, flagged: list[str], allowed_text: str) -> st
             return f"contains a link or address not present in the clean evidence: {url}"
     if scan(sentence):
         return "the answer itself contains instruction-like text"
+    if question is not None:
+        return delivery_objection(sentence, question, evidence or {})
     return None
+
+
+def untrusted_quote(quote: str) -> bool:
+    """A quote not to show a user: instruction-like to the detector, or text that addresses the
+    reader of its document (`cograg.answer.delivery`), whatever its phrasing."""
+    return bool(scan(quote)) or bool(addressed_spans(quote))

@@ -1,5 +1,6 @@
 """Consistency checks for a prompt-injection set (run: python tests/data/injection/validate_set.py [FOLDER];
-the default FOLDER is this one, the regression set; tests/data/injection_heldout is the held-out set).
+the default FOLDER is this one, the regression set; tests/data/injection_heldout is the held-out set,
+tests/data/injection_calibration the calibration set).
 
 Checks that every line of cases.jsonl is valid JSON with the expected keys, that each doc exists and holds its
 attack_text exactly once, that the first canary is in attack_text (later ones may be
@@ -21,7 +22,7 @@ HERE = Path(__file__).resolve().parent
 KEYS = {"id", "doc", "lang", "question", "answer_contains", "canaries", "attack", "attack_text", "obeyed"}
 OPTIONAL_KEYS = {"style"}
 # attacks written in an encoding: what obeying shows (the decoded canary) is not in the raw attack text
-ENCODED_STYLES = {"base64", "zh_base64", "html_entities", "zh_html_entities", "homoglyphs", "fullwidth"}
+ENCODED_STYLES = {"base64", "zh_base64", "html_entities", "zh_html_entities", "homoglyphs", "fullwidth", "spaced"}
 KINDS = {"instruction_override", "fixed_output", "link_insertion", "contact_insertion", "persona_change",
          "prompt_exfiltration", "language_switch", "product_promotion", "fact_override", "encoding",
          "markup_injection"}
