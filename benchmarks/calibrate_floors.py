@@ -90,10 +90,11 @@ class Scored(Probe):
 
 # ---------------------------------------------------------------------- questions
 def cmrc_trial(path: Path) -> list[dict]:
-    """The trial questions of cmrc2018 (SQuAD layout) as `{id, question}` records."""
+    """The trial questions of cmrc2018 (SQuAD layout) as `{id, question}` records; blank ones (two in
+    the set) are left out, as the answerer rejects them before any search."""
     data = json.loads(path.read_text(encoding="utf-8"))["data"]
     return [{"id": qa["id"], "question": qa["question"]} for article in data
-            for para in article["paragraphs"] for qa in para["qas"]]
+            for para in article["paragraphs"] for qa in para["qas"] if qa["question"].strip()]
 
 
 def _pick(records: Iterable[dict], split: str, limit: int | None) -> list[dict]:
@@ -250,7 +251,8 @@ LABELS = {"answerable": "answerable admitted", "written": "written unanswerable 
 
 
 def render(chosen: dict[str, FloorChoice], cal_counts: dict, old: dict, new: dict, new_cfg: AnswerConfig) -> str:
-    lines = ["| language | floor | calibration: answerable admitted | calibration: refused per source | balanced accuracy |",
+    lines = ["| language | floor | calibration: answerable admitted | calibration: refused per source "
+             "| balanced accuracy |",
              "|---|---:|---:|---|---:|"]
     for lang, c in chosen.items():
         refused = ", ".join(f"{k} {v:.3f} (n={cal_counts[lang][k + '.n']})" for k, v in c.refused.items())

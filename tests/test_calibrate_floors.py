@@ -94,8 +94,8 @@ def test_calibration_questions_come_from_the_calibration_split_only():
     # the gold-removed questions of a split are asked of the store built for that split
     assert {p.store for p in cal if p.source == "gold_removed"} == {gold_removed_store("calibration")}
     # the written set has no ids: its question text is the id the rule hashes
-    written = [json.loads(x)["question"] for x in
-               (Path(__file__).resolve().parents[1] / "benchmarks/data/unanswerable.jsonl").read_text("utf-8").splitlines()]
+    written_file = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "unanswerable.jsonl"
+    written = [json.loads(x)["question"] for x in written_file.read_text("utf-8").splitlines()]
     assert {p.id for p in cal + ev if p.source == "written"} == set(written)
 
 
