@@ -326,8 +326,10 @@ def test_cli_ask_mode_and_explain_print_the_route_plan_and_node_timings(eng: Eng
     eng.close()
     monkeypatch.setattr(llms, "get_llm", lambda spec, cache_dir=None: ScriptedLLM([Brain(plan=TWO_BRIDGES)] * 400))
     monkeypatch.setattr(embedders, "get_embedder", lambda spec: HashingEmbedder())
+    # the hashing embedder's cosines say nothing about the real refusal floors: open them
+    open_floors = ["--set", "answer.min_evidence_cosine=-1", "--set", "answer.min_evidence_cosine_zh=-1"]
     res = CliRunner().invoke(app, ["ask", "Which opened first, the Linden Bridge or the Rhine Bridge?", "--mode",
-                                   "R3", "--judge", "lexical", "--explain", "--store", store])
+                                   "R3", "--judge", "lexical", "--explain", "--store", store, *open_floors])
     assert res.exit_code == 0, res.output
     out = res.stdout
     assert "1811" in out and "mode R3_DAG_PLAN" in out

@@ -104,7 +104,7 @@ def test_grade_pass_threshold_comes_from_settings(tmp_path: Path):
 
 
 def test_nothing_passed_but_strong_evidence_answers_from_the_first_search():
-    state, generated, events = loop_run(0.9, lambda r: r.evidence_score >= 0.83)
+    state, generated, events = loop_run(0.9, lambda r: r.evidence_score >= AnswerConfig().min_evidence_cosine)
     assert generated == [(TWO_HOP, ["a", "b"])]
     assert state.answered_from == "retrieved" and state.initial_evidence_score == 0.9
     assert any(p.startswith("answer_from:retrieved") for p in state.decision_path)
@@ -112,7 +112,7 @@ def test_nothing_passed_but_strong_evidence_answers_from_the_first_search():
 
 
 def test_nothing_passed_and_weak_evidence_still_generates_from_nothing():
-    state, generated, events = loop_run(0.5, lambda r: r.evidence_score >= 0.83)
+    state, generated, events = loop_run(0.5, lambda r: r.evidence_score >= AnswerConfig().min_evidence_cosine)
     assert generated == [(TWO_HOP, [])] and state.answered_from == "none" and GRADE_OVERRIDDEN not in events
     state, generated, _ = loop_run(0.99, None)  # no evidence check given: the old behaviour
     assert generated == [(TWO_HOP, [])]

@@ -287,15 +287,17 @@ def test_prompt_template_is_versioned() -> None:
 
 def test_preflight_sufficient_english() -> None:
     q = "How many arches does the Linden Bridge have?"
-    s = preflight(result(q, ["The Linden Bridge has seven stone arches."], 0.86), q, load_rules())
-    assert s.sufficient and s.hits == 1 and s.top_score == 0.86 and s.top_score_source == "vector"
+    above = round(AnswerConfig().min_evidence_cosine + 0.01, 3)
+    s = preflight(result(q, ["The Linden Bridge has seven stone arches."], above), q, load_rules())
+    assert s.sufficient and s.hits == 1 and s.top_score == above and s.top_score_source == "vector"
     assert s.coverage == 1.0 and s.score == 1.0
 
 
 def test_preflight_thresholds() -> None:
     rules = load_rules()
     q = "How many arches does the Linden Bridge have?"
-    low_score = preflight(result(q, ["The Linden Bridge has seven stone arches."], 0.80), q, rules)
+    below = AnswerConfig().min_evidence_cosine - 0.03
+    low_score = preflight(result(q, ["The Linden Bridge has seven stone arches."], below), q, rules)
     assert not low_score.sufficient and low_score.score < 1.0
     low_cover = preflight(result(q, ["Tram fares rose in 2019."], 0.90), q, rules)
     assert not low_cover.sufficient and low_cover.coverage < 0.5
@@ -315,18 +317,20 @@ def test_preflight_chinese_floor_is_higher() -> None:
     text = ["林登港大桥共有七个桥拱，由工程师设计。"]
     floors = AnswerConfig()
     assert floors.min_evidence_cosine_zh > floors.min_evidence_cosine
-    assert not preflight(result(q, text, 0.85), q, rules).sufficient  # passes 0.83 (en) but not 0.87 (zh)
-    assert preflight(result(q, text, 0.88), q, rules).sufficient
+    between = (floors.min_evidence_cosine + floors.min_evidence_cosine_zh) / 2
+    assert not preflight(result(q, text, between), q, rules).sufficient  # passes the en floor, not the zh one
+    assert preflight(result(q, text, floors.min_evidence_cosine_zh + 0.01), q, rules).sufficient
 
 
 def test_preflight_floor_is_the_answerers_refusal_floor() -> None:
     """One source for the evidence floors: the preflight follows the answer settings."""
     q = "How many arches does the Linden Bridge have?"
     hit = ["The Linden Bridge has seven stone arches."]
-    assert preflight(result(q, hit, 0.86), q, load_rules()).sufficient
-    strict = AnswerConfig(min_evidence_cosine=0.9)
-    assert not preflight(result(q, hit, 0.86), q, load_rules(), strict).sufficient
-    router = Router(load_rules(), search=lambda s: result(s, hit, 0.86), floors=strict)
+    above = AnswerConfig().min_evidence_cosine + 0.01
+    assert preflight(result(q, hit, above), q, load_rules()).sufficient
+    strict = AnswerConfig(min_evidence_cosine=above + 0.04)
+    assert not preflight(result(q, hit, above), q, load_rules(), strict).sufficient
+    router = Router(load_rules(), search=lambda s: result(s, hit, above), floors=strict)
     assert router.route(q).mode == "R2_MULTI_RETRIEVE"
 
 
