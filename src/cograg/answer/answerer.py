@@ -301,7 +301,9 @@ class Answerer:
                 removed.injection_sentences += 1
                 continue
             kept.append(claim.sentence)
-        supported_ratio = len(kept) / max(1, verification.total)
+        # sentences the post-check removed were verified, but obeyed a document: they neither count
+        # for nor against what is left (counting them against it let an attack refuse a good answer)
+        supported_ratio = len(kept) / max(1, verification.total - removed.injection_sentences)
         if kept and expects_number(q) and not any(has_number(strip_markers(k)) for k in kept):
             resp = self._refusal(q, trace, result, "the verified sentences do not contain the number or date "
                                  "the question asks for", evidence=validated.citations)
