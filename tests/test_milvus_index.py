@@ -116,6 +116,25 @@ def test_delete_and_replace_remove_the_rows_from_milvus(milvus: Engine, corpus: 
     assert store.pending_documents() == []
 
 
+def test_lite_writes_are_flushed_once_before_the_next_search(milvus: Engine, corpus: Path):
+    """Milvus Lite scans unflushed rows in Python per query (seconds at 10k chunks), so a written
+    collection is flushed before it is searched, and the search still sees what was just written."""
+    from cograg.index import milvus_index
+
+    index = milvus.store.index
+    key = (index.uri, index.collection)
+    assert index.lite
+    (corpus / "kiln.md").write_text("# Kiln\n\nThe Varrow kiln fires celadon at 1280 degrees.\n", encoding="utf-8")
+    milvus.ingest([corpus / "kiln.md"])
+    assert key in milvus_index._UNFLUSHED
+    kiln = named(milvus, "kiln")
+    assert {milvus.store.doc_ids_of([r])[r] for r, _ in index.keyword_search("Varrow celadon", 3)} == {kiln.doc_id}
+    assert key not in milvus_index._UNFLUSHED
+    qvec = HashingEmbedder().embed_queries(["Varrow kiln celadon"])[0]
+    assert index.hybrid_search("Varrow kiln celadon", qvec, 1)[0][0] in {
+        int(r[0]) for r in milvus.store.conn.execute("SELECT id FROM chunks WHERE doc_id=?", (kiln.doc_id,))}
+
+
 def test_hybrid_search_is_rrf_of_the_two_filtered_searches(milvus: Engine):
     index = milvus.store.index
     for query in QUERIES:

@@ -21,6 +21,7 @@ import functools
 import json
 import logging
 import os
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -44,6 +45,16 @@ MAX_ARRAY = 1024  # ACL groups / tags per document
 MAX_ELEMENT = 512
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+# Milvus Lite keeps newly written rows in an in-memory table that every search scans row by row in
+# Python (its BM25 scorer over that table is rebuilt per query): 10k unflushed chunks cost seconds
+# per search, the same chunks flushed into a segment with its indexes tens of milliseconds. So a
+# Lite collection is flushed before the first search after a write. Milvus Lite serves a `.db` file
+# from one process only (a file lock), so this process sees every write to it; the keys are
+# (uri, collection) of Lite collections written since their last flush. A Milvus server searches
+# its growing segments natively and rate-limits flushes, so it is never flushed per search.
+_UNFLUSHED: set[tuple[str, str]] = set()
+_FLUSH_LOCK = threading.Lock()
 
 
 def _reported(fn: F) -> F:
@@ -116,6 +127,7 @@ class MilvusIndex:
                              "pip install 'cograg[scale]'") from exc
         self.uri = uri
         self.collection = collection
+        self.lite = uri.endswith(".db")
         if not os.environ.get("COGRAG_DEBUG"):
             # a failed call is raised as one StoreError line; pymilvus would also log each one
             # with its traceback on stderr (it installs its own handler)
@@ -127,13 +139,17 @@ class MilvusIndex:
             # pymilvus pings every 10 s; Milvus Lite's in-process gRPC server counts idle pings as
             # abuse and drops the connection after a few (logging it on stderr), so no pings there
             lite = {"grpc_options": {"grpc.keepalive_time_ms": 2**31 - 1,
-                                     "grpc.keepalive_permit_without_calls": False}} if uri.endswith(".db") else {}
+                                     "grpc.keepalive_permit_without_calls": False}} if self.lite else {}
             self.client = MilvusClient(uri=uri, timeout=timeout_s, **lite)
             if self.client.has_collection(collection):
                 fields = self.client.describe_collection(collection)["fields"]
                 dense = next((f for f in fields if f["name"] == "dense"), None)
                 self.dim = int(dense["params"]["dim"]) if dense else None
                 self.client.load_collection(collection)  # a no-op when loaded already
+                if self.lite:
+                    # rows a previous process wrote but did not flush come back from Lite's
+                    # write-ahead log into its in-memory table; flushing is a no-op when it is empty
+                    self.client.flush(collection)
         except Exception as exc:  # pymilvus raises MilvusException, milvus-lite its own errors
             raise StoreError(f"cannot reach Milvus at {uri}: {_one_line(exc)}") from exc
 
@@ -190,7 +206,26 @@ class MilvusIndex:
                 item["dense"] = (np.zeros(self.dim, np.float32) if vector is None else vector).tolist()
                 item["has_vector"] = vector is not None
             data.append(item)
+        if self.lite:
+            with _FLUSH_LOCK:
+                _UNFLUSHED.add((self.uri, self.collection))
         self.client.upsert(self.collection, data)
+
+    @_reported
+    def flush(self) -> None:
+        """Seal what was written into indexed segments (Milvus Lite: out of its scanned memory table)."""
+        self.client.flush(self.collection)
+        with _FLUSH_LOCK:
+            _UNFLUSHED.discard((self.uri, self.collection))
+
+    def _searchable(self) -> None:
+        """Flush a Lite collection written since its last flush, once, before it is searched."""
+        if not self.lite:
+            return
+        with _FLUSH_LOCK:  # held across the flush: concurrent searches wait for it, not flush again
+            if (self.uri, self.collection) in _UNFLUSHED:
+                self.client.flush(self.collection)
+                _UNFLUSHED.discard((self.uri, self.collection))
 
     @_reported
     def delete_documents(self, doc_ids: Iterable[str]) -> None:
@@ -214,6 +249,7 @@ class MilvusIndex:
         """BM25 over the analysed text; the filter (ACL, tags, document scope) is part of the search."""
         if k <= 0 or not query.strip():
             return []
+        self._searchable()
         res = self.client.search(self.collection, data=[query], anns_field="sparse", limit=k,
                                  filter=filter_expression(groups, tags_any=tags_any, tags_none=tags_none,
                                                           doc_ids=doc_ids),
@@ -230,6 +266,7 @@ class MilvusIndex:
         """Exact inner-product (cosine) search; the filter (ACL, tags, document scope) is part of the search."""
         if k <= 0 or self.dim is None:
             return []
+        self._searchable()
         expr = " and ".join(p for p in ("has_vector == true", filter_expression(
             groups, tags_any=tags_any, tags_none=tags_none, doc_ids=doc_ids)) if p)
         res = self.client.search(self.collection, data=[np.asarray(query_vec, np.float32).tolist()],
@@ -249,6 +286,7 @@ class MilvusIndex:
 
         if k <= 0:
             return []
+        self._searchable()
         expr = filter_expression(groups, tags_any=tags_any, tags_none=tags_none)
         requests = [AnnSearchRequest(data=[query], anns_field="sparse", param={"metric_type": "BM25"},
                                      limit=retrieve_k, expr=expr or None)]
@@ -262,7 +300,11 @@ class MilvusIndex:
         return [(int(h["id"]), float(h["distance"])) for h in res[0]]
 
     def close(self) -> None:
-        self.client.close()
+        try:
+            if self.lite and (self.uri, self.collection) in _UNFLUSHED:
+                self.flush()  # the next process then opens indexed segments, not a log to replay
+        finally:
+            self.client.close()
 
 
 def _one_line(exc: BaseException) -> str:

@@ -112,6 +112,7 @@ class MilvusStore(SQLiteStore):
             done += len(rows)
             if progress:
                 progress(done, total)
+        self.index.flush()  # a bulk load ends sealed and indexed, not in Milvus Lite's scanned memory table
         self._unmark(self.pending_documents())
         return done
 
