@@ -8,7 +8,8 @@ the same query (same analysed text, same vectors; BM25 statistics and tokenisati
 and the SQLite scan are both exact). One mode searches as a principal: a third of the documents
 are readable by group `team-a` only, a third by `team-b` only, the rest by everyone, and the
 principal is in `team-a`, so the ACL filter runs inside every search; a hit of a `team-b`
-document would be counted as a leak.
+document would be counted as a leak. It runs up to `--acl-up-to` chunks: the SQLite index's ACL
+filter for BM25 takes seconds per query at 10k chunks already.
 
 Corpus: the real chunks of cmrc2018 (Chinese) and HotpotQA (English) in /work/shared/data,
 replicated with perturbation to the target size (as benchmarks/retrieval.py). Vectors: a 256-d
@@ -17,7 +18,7 @@ and the same for both backends, which is what parity needs; it is not a quality 
 real questions from both data sets; query embedding excluded from the timings.
 
     .venv/bin/python benchmarks/scale.py [--sizes 10000,100000] [--queries 100] [--write-path-chunks 2000]
-        [--search-budget-s 300] [--write-docs]
+        [--search-budget-s 300] [--acl-up-to 10000] [--write-docs]
 
 Each size's row is printed as one JSON line when that size is done, so a run cut short by a time
 limit still reports the sizes it finished.
@@ -118,7 +119,7 @@ def uptime() -> str:
 
 
 def measure(n: int, texts: list[str], vecs: np.ndarray, qs: list[str], qvecs: dict[str, np.ndarray],
-            write_path_chunks: int, search_budget_s: float) -> dict:
+            write_path_chunks: int, search_budget_s: float, acl: bool) -> dict:
     from cograg.index.milvus_store import MilvusStore
 
     row: dict = {"chunks": n, "uptime_start": uptime()}
@@ -157,9 +158,10 @@ def measure(n: int, texts: list[str], vecs: np.ndarray, qs: list[str], qvecs: di
                 leaks[backend] += sum(h.doc_id in hidden for h in res.hits)
             return [h.chunk_id for h in res.hits]
 
+        modes = {m: o for m, o in MODES.items() if acl or "principal" not in o}
         for q in qs[:5]:  # warm caches (the SQLite vector matrix, Milvus's loaded segments)
             for backend in retrievers:
-                for opts in MODES.values():
+                for opts in modes.values():
                     run(backend, q, opts)
         times: dict[str, list[float]] = {}
         overlap: dict[str, list[float]] = {}
@@ -170,7 +172,7 @@ def measure(n: int, texts: list[str], vecs: np.ndarray, qs: list[str], qvecs: di
             if i >= 5 and time.perf_counter() - searched_from > search_budget_s:
                 log(f"search budget of {search_budget_s:.0f} s spent after {i} queries")
                 break
-            for mode, opts in MODES.items():
+            for mode, opts in modes.items():
                 tops = {}
                 for backend in retrievers:
                     t = time.perf_counter()
@@ -189,7 +191,7 @@ def measure(n: int, texts: list[str], vecs: np.ndarray, qs: list[str], qvecs: di
             row[name] = [round(statistics.median(xs), 2), round(pct(xs, 95), 2)]
         for mode, xs in overlap.items():
             row[f"recall@10 parity {mode}"] = round(statistics.mean(xs), 3)
-        row["acl_leaks"] = leaks
+        row["acl_leaks"] = leaks if acl else None
         for r in retrievers.values():
             r.close()
         milvus.close()
@@ -207,6 +209,8 @@ def main() -> None:
                     help="chunks written document by document through a Milvus-indexed store (bounded)")
     ap.add_argument("--search-budget-s", type=float, default=300,
                     help="per size: stop starting queries after this many seconds of searching (at least 5 run)")
+    ap.add_argument("--acl-up-to", type=int, default=10_000,
+                    help="the largest size searched as a principal (the SQLite ACL filter is slow)")
     ap.add_argument("--write-docs", action="store_true")
     args = ap.parse_args()
     started = time.perf_counter()
@@ -219,7 +223,8 @@ def main() -> None:
     qvecs = {q: hashing_vector(q) for q in qs}
     rows = []
     for n in sizes:
-        rows.append(measure(n, texts, vecs, qs, qvecs, args.write_path_chunks, args.search_budget_s))
+        rows.append(measure(n, texts, vecs, qs, qvecs, args.write_path_chunks, args.search_budget_s,
+                            n <= args.acl_up_to))
         print(json.dumps(rows[-1], ensure_ascii=False), flush=True)
     elapsed = time.perf_counter() - started
 
@@ -227,9 +232,11 @@ def main() -> None:
     table = ["| chunks | backend | " + " | ".join(lat) + " | recall@10 parity (" + " / ".join(lat) + ") |",
              "|---:|---|" + "---:|" * len(lat) + "---|"]
     for r in rows:
-        parity = " / ".join(f"{r.get(f'recall@10 parity {m}', float('nan')):.3f}" for m in lat)
+        parity = " / ".join(f"{r[f'recall@10 parity {m}']:.3f}" if f"recall@10 parity {m}" in r else "–"
+                            for m in lat)
         for backend in ("sqlite", "milvus"):
-            cells = " | ".join(f"{r[f'{backend} {m}'][0]} / {r[f'{backend} {m}'][1]}" for m in lat)
+            cells = " | ".join(f"{r[f'{backend} {m}'][0]} / {r[f'{backend} {m}'][1]}" if f"{backend} {m}" in r
+                               else "not run" for m in lat)
             table.append(f"| {r['chunks']:,} | {'SQLite' if backend == 'sqlite' else 'Milvus Lite'} | {cells} | "
                          f"{parity if backend == 'milvus' else '(reference)'} |")
     notes = []
@@ -241,8 +248,9 @@ def main() -> None:
             f"{r['migrate_milvus_chunks_per_s']:,} chunks/s; the per-document write path of a Milvus-indexed store "
             f"(SQLite commit, then Milvus upsert) {r.get('ingest_milvus_write_path_chunks_per_s', 'n/a')} chunks/s "
             f"over {r.get('write_path_chunks', 0):,} chunks; Milvus's own one-request hybrid search (RRFRanker) "
-            f"{native[0]} / {native[1]} ms; {r['queries']} queries; `team-b` hits returned to the `team-a` "
-            f"principal: SQLite {r['acl_leaks']['sqlite']}, Milvus Lite {r['acl_leaks']['milvus']}. "
+            f"{native[0]} / {native[1]} ms; {r['queries']} queries"
+            + (f"; `team-b` hits returned to the `team-a` principal: SQLite {r['acl_leaks']['sqlite']}, "
+               f"Milvus Lite {r['acl_leaks']['milvus']}" if r["acl_leaks"] is not None else "") + ". "
             f"Load: `{r['uptime_start']}` → `{r['uptime_end']}`")
     text = "\n".join(table) + "\n\n" + "\n".join(notes)
     print(text)
@@ -250,7 +258,8 @@ def main() -> None:
         (REPO / "benchmarks" / "results" / "scale-index.json").write_text(
             json.dumps(rows, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
         cmd = (f".venv/bin/python benchmarks/scale.py --sizes {args.sizes} --queries {args.queries} "
-               f"--write-path-chunks {args.write_path_chunks} --search-budget-s {args.search_budget_s:g} --write-docs")
+               f"--write-path-chunks {args.write_path_chunks} --search-budget-s {args.search_budget_s:g} "
+               f"--acl-up-to {args.acl_up_to} --write-docs")
         import pymilvus
 
         section = (
@@ -263,8 +272,10 @@ def main() -> None:
             f"up to {args.queries} real questions (cmrc2018 + HotpotQA; the number run per size is below), query "
             "embedding excluded; cells are p50 / p95 ms, the two backends interleaved query by query. `hybrid acl` "
             "is `hybrid` searched as a principal in group `team-a`, with a third of the documents readable by "
-            "`team-a` only, a third by `team-b` only and the rest by everyone. Corpus: cmrc2018 + HotpotQA chunks "
-            "replicated with perturbation; vectors: a 256-d hashing embedding (the same for both backends; not a quality model). "
+            "`team-a` only, a third by `team-b` only and the rest by everyone (run up to "
+            f"{args.acl_up_to:,} chunks: SQLite's ACL-filtered BM25 takes seconds per query there already). "
+            "Corpus: cmrc2018 + HotpotQA chunks replicated with perturbation; vectors: a 256-d hashing embedding "
+            "(the same for both backends; not a quality model). "
             "recall@10 parity = the mean share of SQLite's top 10 that Milvus Lite also returns. Vector search is "
             "exact on both sides (FLAT inner product vs SQLite's full scan), so its parity is 1 up to ties; BM25 "
             "differs by design (Milvus computes BM25 from its own jieba analyzer and statistics, SQLite's FTS5 from "

@@ -227,10 +227,10 @@ class MilvusIndex:
                 item["dense"] = (np.zeros(self.dim, np.float32) if vector is None else vector).tolist()
                 item["has_vector"] = vector is not None
             data.append(item)
-        if self.lite:
+        self.client.upsert(self.collection, data)
+        if self.lite:  # marked once written, so a flush running meanwhile cannot clear it before
             with _FLUSH_LOCK:
                 _UNFLUSHED.add((self.uri, self.collection))
-        self.client.upsert(self.collection, data)
 
     @_reported
     def flush(self) -> None:
