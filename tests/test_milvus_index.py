@@ -116,6 +116,25 @@ def test_delete_and_replace_remove_the_rows_from_milvus(milvus: Engine, corpus: 
     assert store.pending_documents() == []
 
 
+def test_lite_writes_are_flushed_once_before_the_next_search(milvus: Engine, corpus: Path):
+    """Milvus Lite scans unflushed rows in Python per query (seconds at 10k chunks), so a written
+    collection is flushed before it is searched, and the search still sees what was just written."""
+    from cograg.index import milvus_index
+
+    index = milvus.store.index
+    key = (index.uri, index.collection)
+    assert index.lite
+    (corpus / "kiln.md").write_text("# Kiln\n\nThe Varrow kiln fires celadon at 1280 degrees.\n", encoding="utf-8")
+    milvus.ingest([corpus / "kiln.md"])
+    assert key in milvus_index._UNFLUSHED
+    kiln = named(milvus, "kiln")
+    assert {milvus.store.doc_ids_of([r])[r] for r, _ in index.keyword_search("Varrow celadon", 3)} == {kiln.doc_id}
+    assert key not in milvus_index._UNFLUSHED
+    qvec = HashingEmbedder().embed_queries(["Varrow kiln celadon"])[0]
+    assert index.hybrid_search("Varrow kiln celadon", qvec, 1)[0][0] in {
+        int(r[0]) for r in milvus.store.conn.execute("SELECT id FROM chunks WHERE doc_id=?", (kiln.doc_id,))}
+
+
 def test_hybrid_search_is_rrf_of_the_two_filtered_searches(milvus: Engine):
     index = milvus.store.index
     for query in QUERIES:
@@ -189,3 +208,68 @@ def test_vectors_match_the_stored_ones(milvus: Engine):
     row = store.conn.execute("SELECT chunk_rowid, vec FROM chunk_vectors LIMIT 1").fetchone()
     got = store.index.client.get(store.index.collection, ids=[int(row[0])], output_fields=["dense"])
     assert np.allclose(np.asarray(got[0]["dense"], np.float32), np.frombuffer(row[1], np.float32))
+
+
+def test_group_and_tag_names_match_whole_names_only(tmp_path: Path):
+    """ACL groups and tags are matched with LIKE on hex-encoded names: a name holding LIKE wildcards,
+    the delimiter or another name's prefix matches only itself."""
+    from cograg.index.milvus_index import IndexRow, MilvusIndex, member_keys
+
+    names = ["a_b", "axb", "50%", "500", "fin", "finance", "x|y", "x", "财务", ""]
+    index = MilvusIndex(str(tmp_path / "names.db"), "names")
+    index.create(4)
+    vec = np.array([1, 0, 0, 0], np.float32)
+    rows = [IndexRow(rowid=i, doc_id=f"d{i}", text="ledger entry", vector=vec, acl=[n], tags=[n])
+            for i, n in enumerate(names)]
+    rows.append(IndexRow(rowid=len(names), doc_id="public", text="ledger entry", vector=vec))
+    index.upsert(rows)
+    public = len(names)
+    assert member_keys([]) == "" and member_keys(["b", "a", "a"]) == "|61|62|"
+    try:
+        for i, name in enumerate(names):
+            for found in (index.keyword_search("ledger", 50, [name]), index.vector_search(vec, 50, [name]),
+                          index.hybrid_search("ledger", vec, 50, [name])):
+                assert {r for r, _ in found} == {i, public}, name
+            assert {r for r, _ in index.vector_search(vec, 50, tags_any=[name])} == {i}, name
+            assert {r for r, _ in index.vector_search(vec, 50, tags_none=[name])} == set(range(public + 1)) - {i}
+        assert {r for r, _ in index.keyword_search("ledger", 50, [])} == {public}
+        assert {r for r, _ in index.keyword_search("ledger", 50, ["fin", "axb"])} == {4, 1, public}
+        assert len(index.keyword_search("ledger", 50)) == public + 1
+    finally:
+        index.close()
+
+
+def test_a_collection_of_an_older_schema_is_rebuilt_on_open(tmp_path: Path, corpus: Path):
+    root = tmp_path / "store"
+    with _engine(root, "milvus:milvus.db", corpus) as eng:
+        from pymilvus import DataType
+
+        index, chunks, dim = eng.store.index, eng.store.count_chunks(), eng.store.index.dim
+        # what earlier versions wrote: ACLs and tags as arrays, same vector dimension, same chunk count
+        client, name = index.client, index.collection
+        client.drop_collection(name)
+        schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
+        schema.add_field("id", DataType.INT64, is_primary=True)
+        schema.add_field("doc_id", DataType.VARCHAR, max_length=256)
+        schema.add_field("dense", DataType.FLOAT_VECTOR, dim=dim)
+        for field in ("acl", "tags"):
+            schema.add_field(field, DataType.ARRAY, element_type=DataType.VARCHAR, max_capacity=8, max_length=64)
+        params = client.prepare_index_params()
+        params.add_index("dense", index_type="FLAT", metric_type="IP")
+        client.create_collection(name, schema=schema, index_params=params)
+        client.insert(name, [{"id": int(r[0]), "doc_id": r[1], "dense": [1.0] + [0.0] * (dim - 1), "acl": [],
+                              "tags": []} for r in eng.store.conn.execute("SELECT id, doc_id FROM chunks")])
+        client.flush(name)
+        assert index.count() == chunks
+    eng = Engine.open(root, settings=Settings(index="milvus:milvus.db"), embedder=HashingEmbedder())
+    try:
+        store = eng.store
+        assert isinstance(store, MilvusStore) and store.rebuilt_on_open and store.index.has_current_schema
+        assert store.index.count() == chunks
+        secret = named(eng, "secret")
+        assert all(h.doc_id != secret.doc_id for h in eng.search(
+            "secret budget", mode="bm25", principal=Principal(groups=["staff"])).hits)
+        assert eng.search("secret budget", mode="bm25", k=1,
+                          principal=Principal(groups=["finance"])).hits[0].doc_id == secret.doc_id
+    finally:
+        eng.close()

@@ -21,6 +21,7 @@ import functools
 import json
 import logging
 import os
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -40,10 +41,19 @@ ANALYZER_PARAMS: dict[str, object] = {
     "filter": ["lowercase", {"type": "stop", "stop_words": sorted(STOPWORDS | ZH_STOPWORDS | _PUNCTUATION)}],
 }
 MAX_TEXT_BYTES = 65_535  # Milvus's VARCHAR limit; longer index texts are cut (BM25 sees the start)
-MAX_ARRAY = 1024  # ACL groups / tags per document
-MAX_ELEMENT = 512
+MAX_KEYS_BYTES = 65_535  # one document's ACL groups (or tags), encoded by `member_keys`
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+# Milvus Lite keeps newly written rows in an in-memory table that every search scans row by row in
+# Python (its BM25 scorer over that table is rebuilt per query): 10k unflushed chunks cost seconds
+# per search, the same chunks flushed into a segment with its indexes tens of milliseconds. So a
+# Lite collection is flushed before the first search after a write. Milvus Lite serves a `.db` file
+# from one process only (a file lock), so this process sees every write to it; the keys are
+# (uri, collection) of Lite collections written since their last flush. A Milvus server searches
+# its growing segments natively and rate-limits flushes, so it is never flushed per search.
+_UNFLUSHED: set[tuple[str, str]] = set()
+_FLUSH_LOCK = threading.Lock()
 
 
 def _reported(fn: F) -> F:
@@ -77,6 +87,22 @@ def _quoted(values: Iterable[str]) -> str:
     return json.dumps(sorted(set(values)), ensure_ascii=False)
 
 
+# A document's ACL groups and tags are stored as one VARCHAR each, every name hex-encoded between
+# '|' ("|6869|7573|"), and matched with `like "%|6869|%"`. Milvus Lite evaluates ARRAY functions
+# (array_contains_any, array_length) row by row in Python over the whole segment, vectors included:
+# 0.7 s per filtered search at 10k chunks; it evaluates `==` and `like` on a VARCHAR vectorised
+# (Arrow), and a Milvus server evaluates both natively. Hex has no LIKE wildcard ('%', '_') and no
+# '|', so a pattern matches exactly one whole name and needs no escaping.
+def member_keys(values: Iterable[str]) -> str:
+    """The set of names as the VARCHAR the filters match ("" for none)."""
+    keys = sorted({v.encode("utf-8").hex() for v in values})
+    return f"|{'|'.join(keys)}|" if keys else ""
+
+
+def _any_member(field_name: str, values: Iterable[str]) -> str:
+    return "(" + " or ".join(f'{field_name} like "%|{v.encode("utf-8").hex()}|%"' for v in sorted(set(values))) + ")"
+
+
 def filter_expression(groups: list[str] | None = None, *, tags_any: Sequence[str] | None = None,
                       tags_none: Sequence[str] | None = None, doc_ids: Sequence[str] | None = None) -> str:
     """The Milvus boolean expression for an access/tag filter ("" when nothing is filtered).
@@ -88,12 +114,12 @@ def filter_expression(groups: list[str] | None = None, *, tags_any: Sequence[str
     if doc_ids is not None:
         parts.append(f"doc_id in {_quoted(doc_ids)}" if doc_ids else "doc_id == ''")
     if groups is not None:
-        public = "array_length(acl) == 0"
-        parts.append(f"({public} or array_contains_any(acl, {_quoted(groups)}))" if groups else f"({public})")
+        public = 'acl_keys == ""'
+        parts.append(f"({public} or {_any_member('acl_keys', groups)})" if groups else f"({public})")
     if tags_any:
-        parts.append(f"array_contains_any(tags, {_quoted(tags_any)})")
+        parts.append(_any_member("tag_keys", tags_any))
     if tags_none:
-        parts.append(f"not array_contains_any(tags, {_quoted(tags_none)})")
+        parts.append(f"not {_any_member('tag_keys', tags_none)}")
     return " and ".join(parts)
 
 
@@ -116,6 +142,7 @@ class MilvusIndex:
                              "pip install 'cograg[scale]'") from exc
         self.uri = uri
         self.collection = collection
+        self.lite = uri.endswith(".db")
         if not os.environ.get("COGRAG_DEBUG"):
             # a failed call is raised as one StoreError line; pymilvus would also log each one
             # with its traceback on stderr (it installs its own handler)
@@ -123,17 +150,23 @@ class MilvusIndex:
         # Milvus Lite segments with this process's jieba; keep its start-up chatter off stderr
         jieba.setLogLevel(logging.WARNING)
         self.dim: int | None = None
+        self.has_current_schema = False  # the filter fields this version writes and searches
         try:
             # pymilvus pings every 10 s; Milvus Lite's in-process gRPC server counts idle pings as
             # abuse and drops the connection after a few (logging it on stderr), so no pings there
             lite = {"grpc_options": {"grpc.keepalive_time_ms": 2**31 - 1,
-                                     "grpc.keepalive_permit_without_calls": False}} if uri.endswith(".db") else {}
+                                     "grpc.keepalive_permit_without_calls": False}} if self.lite else {}
             self.client = MilvusClient(uri=uri, timeout=timeout_s, **lite)
             if self.client.has_collection(collection):
                 fields = self.client.describe_collection(collection)["fields"]
                 dense = next((f for f in fields if f["name"] == "dense"), None)
                 self.dim = int(dense["params"]["dim"]) if dense else None
+                self.has_current_schema = any(f["name"] == "acl_keys" for f in fields)
                 self.client.load_collection(collection)  # a no-op when loaded already
+                if self.lite:
+                    # rows a previous process wrote but did not flush come back from Lite's
+                    # write-ahead log into its in-memory table; flushing is a no-op when it is empty
+                    self.client.flush(collection)
         except Exception as exc:  # pymilvus raises MilvusException, milvus-lite its own errors
             raise StoreError(f"cannot reach Milvus at {uri}: {_one_line(exc)}") from exc
 
@@ -155,9 +188,8 @@ class MilvusIndex:
         schema.add_field("text", DataType.VARCHAR, max_length=MAX_TEXT_BYTES, enable_analyzer=True,
                          analyzer_params=ANALYZER_PARAMS)
         schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
-        for name in ("acl", "tags"):
-            schema.add_field(name, DataType.ARRAY, element_type=DataType.VARCHAR, max_capacity=MAX_ARRAY,
-                             max_length=MAX_ELEMENT)
+        for name in ("acl_keys", "tag_keys"):
+            schema.add_field(name, DataType.VARCHAR, max_length=MAX_KEYS_BYTES)
         schema.add_function(Function(name="text_bm25", function_type=FunctionType.BM25,
                                      input_field_names=["text"], output_field_names=["sparse"]))
         index = self.client.prepare_index_params()
@@ -175,6 +207,7 @@ class MilvusIndex:
         self.client.create_index(self.collection, index, sync=False)
         self.client.load_collection(self.collection)
         self.dim = dim
+        self.has_current_schema = True
 
     # ------------------------------------------------------------------ writes
     @_reported
@@ -184,13 +217,36 @@ class MilvusIndex:
         data = []
         for r in rows:
             item: dict[str, object] = {"id": r.rowid, "doc_id": r.doc_id, "text": _cut_utf8(r.text),
-                                       "acl": sorted(set(r.acl)), "tags": sorted(set(r.tags))}
+                                       "acl_keys": member_keys(r.acl), "tag_keys": member_keys(r.tags)}
+            for name, what in (("acl_keys", "ACL group"), ("tag_keys", "tag")):
+                if len(str(item[name])) > MAX_KEYS_BYTES:
+                    raise StoreError(f"document {r.doc_id}: its {what} names take more than "
+                                     f"{MAX_KEYS_BYTES // 2} bytes together, more than the Milvus index holds")
             if self.dim is not None:
                 vector = r.vector if r.vector is not None and r.vector.shape == (self.dim,) else None
                 item["dense"] = (np.zeros(self.dim, np.float32) if vector is None else vector).tolist()
                 item["has_vector"] = vector is not None
             data.append(item)
         self.client.upsert(self.collection, data)
+        if self.lite:  # marked once written, so a flush running meanwhile cannot clear it before
+            with _FLUSH_LOCK:
+                _UNFLUSHED.add((self.uri, self.collection))
+
+    @_reported
+    def flush(self) -> None:
+        """Seal what was written into indexed segments (Milvus Lite: out of its scanned memory table)."""
+        self.client.flush(self.collection)
+        with _FLUSH_LOCK:
+            _UNFLUSHED.discard((self.uri, self.collection))
+
+    def _searchable(self) -> None:
+        """Flush a Lite collection written since its last flush, once, before it is searched."""
+        if not self.lite:
+            return
+        with _FLUSH_LOCK:  # held across the flush: concurrent searches wait for it, not flush again
+            if (self.uri, self.collection) in _UNFLUSHED:
+                self.client.flush(self.collection)
+                _UNFLUSHED.discard((self.uri, self.collection))
 
     @_reported
     def delete_documents(self, doc_ids: Iterable[str]) -> None:
@@ -214,6 +270,7 @@ class MilvusIndex:
         """BM25 over the analysed text; the filter (ACL, tags, document scope) is part of the search."""
         if k <= 0 or not query.strip():
             return []
+        self._searchable()
         res = self.client.search(self.collection, data=[query], anns_field="sparse", limit=k,
                                  filter=filter_expression(groups, tags_any=tags_any, tags_none=tags_none,
                                                           doc_ids=doc_ids),
@@ -230,6 +287,7 @@ class MilvusIndex:
         """Exact inner-product (cosine) search; the filter (ACL, tags, document scope) is part of the search."""
         if k <= 0 or self.dim is None:
             return []
+        self._searchable()
         expr = " and ".join(p for p in ("has_vector == true", filter_expression(
             groups, tags_any=tags_any, tags_none=tags_none, doc_ids=doc_ids)) if p)
         res = self.client.search(self.collection, data=[np.asarray(query_vec, np.float32).tolist()],
@@ -249,6 +307,7 @@ class MilvusIndex:
 
         if k <= 0:
             return []
+        self._searchable()
         expr = filter_expression(groups, tags_any=tags_any, tags_none=tags_none)
         requests = [AnnSearchRequest(data=[query], anns_field="sparse", param={"metric_type": "BM25"},
                                      limit=retrieve_k, expr=expr or None)]
@@ -262,7 +321,11 @@ class MilvusIndex:
         return [(int(h["id"]), float(h["distance"])) for h in res[0]]
 
     def close(self) -> None:
-        self.client.close()
+        try:
+            if self.lite and (self.uri, self.collection) in _UNFLUSHED:
+                self.flush()  # the next process then opens indexed segments, not a log to replay
+        finally:
+            self.client.close()
 
 
 def _one_line(exc: BaseException) -> str:

@@ -85,10 +85,10 @@ class MilvusStore(SQLiteStore):
             conn.executemany("DELETE FROM meta WHERE key=?", [(_PENDING + d,) for d in doc_ids])
 
     def reconcile(self, progress: Callable[[int, int], None] | None = None) -> bool:
-        """Bring Milvus to SQLite's state: rebuild when the collection is missing, has the wrong
-        vector dimension or a different chunk count; otherwise re-sync the pending documents.
-        Returns whether the collection was rebuilt."""
-        if not self.index.exists() or self.index.dim != self._dim():
+        """Bring Milvus to SQLite's state: rebuild when the collection is missing, has an older
+        schema, the wrong vector dimension or a different chunk count; otherwise re-sync the pending
+        documents. Returns whether the collection was rebuilt."""
+        if not self.index.exists() or self.index.dim != self._dim() or not self.index.has_current_schema:
             self.rebuild(progress)
             return True
         pending = self.pending_documents()
@@ -112,6 +112,7 @@ class MilvusStore(SQLiteStore):
             done += len(rows)
             if progress:
                 progress(done, total)
+        self.index.flush()  # a bulk load ends sealed and indexed, not in Milvus Lite's scanned memory table
         self._unmark(self.pending_documents())
         return done
 
