@@ -11,6 +11,7 @@ import sqlite3
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -18,6 +19,7 @@ from cograg.documents import Chunk, Document
 from cograg.errors import StoreError
 from cograg.index.analyzer import ANALYZER_VERSION, fts_document, fts_match, query_terms
 from cograg.index.indexing import ChunkIndexer, EmbeddingCacheFiller
+from cograg.index.sqlite_conn import SerializedConnection
 from cograg.index.term_stats import TermStats
 from cograg.index.vectors import VectorIndex
 
@@ -107,8 +109,9 @@ MIGRATIONS: list[str] = [
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
-def _connect(path: Path) -> sqlite3.Connection:
-    conn = sqlite3.connect(str(path), timeout=30.0, isolation_level=None, check_same_thread=False)
+def _connect(path: Path) -> SerializedConnection:
+    conn = SerializedConnection(sqlite3.connect(str(path), timeout=30.0, isolation_level=None,
+                                                check_same_thread=False))
     conn.row_factory = sqlite3.Row
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")  # durable across process crashes in WAL mode
@@ -118,7 +121,7 @@ def _connect(path: Path) -> sqlite3.Connection:
 
 
 @contextmanager
-def immediate_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+def immediate_transaction(conn: Any) -> Iterator[sqlite3.Connection]:
     """One write transaction on `conn`, taken at once (BEGIN IMMEDIATE, so a concurrent writer
     waits here rather than failing at its first write); rolled back on any exception."""
     conn.execute("BEGIN IMMEDIATE")

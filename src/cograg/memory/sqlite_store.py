@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from cograg.index.sqlite_conn import SerializedConnection
 from cograg.index.sqlite_store import immediate_transaction
 from cograg.errors import StoreError
 from cograg.memory.models import (
@@ -82,7 +83,8 @@ class SQLiteMemoryStore:
         self._lock = threading.RLock()  # one connection, shared by the threads of one process
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            self.conn = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None, check_same_thread=False)
+            self.conn = SerializedConnection(sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None,
+                                                             check_same_thread=False))
             self.conn.row_factory = sqlite3.Row
             self.conn.execute("PRAGMA journal_mode=WAL")
             self.conn.execute("PRAGMA synchronous=NORMAL")
