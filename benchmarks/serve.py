@@ -317,9 +317,10 @@ def measure_direct(settings: Settings, qs: list[str], args: argparse.Namespace, 
 
 
 def warm(clients: Clients, n: int, max_seconds: float) -> dict:
-    """Unmeasured requests before a level (model load, first prompt); their time is reported."""
+    """Unmeasured requests before a level (model load, first prompt), given twice a level's time so
+    that the level does not start while the model is still busy with them; their time is reported."""
     t0 = time.perf_counter()
-    out = bounded(clients.ask, n, max_seconds)
+    out = bounded(clients.ask, n, 2 * max_seconds)
     return {"requests": n, "finished": out["finished"], "seconds": round(time.perf_counter() - t0, 1)}
 
 
