@@ -95,10 +95,14 @@ def questions() -> list[str]:
 
 
 def summary(times: list[float], wall: float) -> dict:
+    """p50/p95 (inclusive: a p95 of a few answers lies between them, never beyond the slowest), mean
+    and rate; with the latencies themselves when they are few."""
     ms = sorted(t * 1000 for t in times)
-    q = statistics.quantiles(ms, n=20) if len(ms) >= 2 else ms * 19
-    return {"p50_ms": round(statistics.median(ms), 1), "p95_ms": round(q[18], 1),
-            "mean_ms": round(statistics.fmean(ms), 1), "per_s": round(len(ms) / wall, 3)}
+    out = {"p50_ms": round(statistics.median(ms), 1), "p95_ms": percentile_ms(times, 95),
+           "mean_ms": round(statistics.fmean(ms), 1), "per_s": round(len(ms) / wall, 3)}
+    if len(ms) < 20:
+        out["latencies_ms"] = [round(m, 1) for m in ms]
+    return out
 
 
 class Refused(Exception):
@@ -271,7 +275,7 @@ def percentile_ms(values: list[float], q: int) -> float | None:
     ms = sorted(v * 1000 for v in values)
     if q == 50 or len(ms) < 2:
         return round(statistics.median(ms), 1)
-    return round(statistics.quantiles(ms, n=20)[18], 1)
+    return round(statistics.quantiles(ms, n=20, method="inclusive")[18], 1)
 
 
 def sse_summary(sse: dict, clients: Clients) -> dict:
@@ -435,19 +439,21 @@ once and 16 waiting.
 
 def markdown_real(data: dict) -> str:
     r = data["results"]
-    lines = ["| clients | sent | answered | 429 | not finished in time | errors | not started | p50 s | p95 s | "
+    lines = ["| clients | sent | answered | 429 | not finished in time | errors | not started | p50 s | mean s | "
              "answers/s | level wall s |",
              "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"]
+    sec = (lambda v: "–" if v is None else f"{v / 1000:.1f}")  # noqa: E731
     for c, _ in data["levels"]:
         s = r[f"service_c{c}"]
-        sec = (lambda v: "–" if v is None else f"{v / 1000:.1f}")
         lines.append(f"| {c} | {s['sent']} | {s['finished']} | {s['refused_429']} | {s['unfinished']} | "
-                     f"{s['errors']} | {s['not_started']} | {sec(s['p50_ms'])} | {sec(s['p95_ms'])} | "
+                     f"{s['errors']} | {s['not_started']} | {sec(s['p50_ms'])} | {sec(s['mean_ms'])} | "
                      f"{s['per_s']} | {s['wall_s']} |")
     sse = r["sse"]
     ls, le = data["load_start"], data["load_end"]
     warm = ", ".join(f"{k}: {v['seconds']} s" for k, v in r["warmup"].items())
-    sec = (lambda v: "–" if v is None else f"{v / 1000:.1f} s")
+    n429 = sum(r[f"service_c{c}"]["refused_429"] for c, _ in data["levels"])
+    refused = (f"{n429} requests were refused with 429 (the queue was full)." if n429 else
+               "No request was refused (16 clients fit in 4 running + 16 waiting).")
     return f"""{SUBSECTIONS[data['model']]}
 
 Command: `{data['command']}` (raw numbers: `benchmarks/results/serve-{data['model']}.json`).
@@ -457,14 +463,21 @@ at start {ls[0]}/{ls[1]}/{ls[2]}, at end {le[0]}/{le[1]}/{le[2]} (other jobs wer
 The `{data['model']}` LLM profile, the real embedder (the corpus ingested with it in {r['ingest_s']} s) and the
 default judge, mode R1, no session. One uvicorn worker (4 answers running, 16 waiting; one heavy
 model job at a time per process), a fresh server per level and for the stream, each after one
-unmeasured warm-up question (model load and first answer: {warm}). Each level sends at most the requests shown
-and ends {data['max_seconds']:g} s after it started: a request still running then is abandoned and counted
-as not finished; "not started" were never sent. Latencies are over the answered requests only.
+unmeasured warm-up question (model load and first answer: {warm}).
+Each level sends at most the requests shown and ends {data['max_seconds']:g} s after it started: a request
+still running then is abandoned and counted as not finished; "not started" were never sent.
+Latencies are over the answered requests only (too few of them for a p95).
 
 {chr(10).join(lines)}
 
 Server-Sent Events (1 client, {sse['sent']} sent, {sse['finished']} answered within the bound): first event after
-{sec(sse['first_event_p50_ms'])} (p50 of {sse['first_events']}), the final `answer` event after {sec(sse['answer_p50_ms'])} (p50).
+{_ms(sse['first_event_p50_ms'])} ms (p50 of {sse['first_events']}), the final `answer` event after {sec(sse['answer_p50_ms'])} s (p50).
+
+Reading: one process runs one heavy model job at a time, so concurrent answers take turns on the
+model: at 4 and 16 clients each answer waits for the others' model calls, its latency grows with
+the number of clients and the answers per second stay near those of one client; on a slow machine
+many of them do not finish within a level's bound. {refused} More answers per second need more processes (`--workers N`, each with its own copy of
+the model, on more cores) or a model server (`--model openai:URL`).
 """
 
 
