@@ -7,8 +7,10 @@ documents without an ACL, or gets 401 when `serve.anonymous` is `refuse`. A key 
 file is always 401. Keys are kept only as SHA-256 digests and never logged or echoed; the file may
 give `sha256` instead of `key` so that it holds no key at all.
 
-Rate limits are per key (per client address for anonymous callers), a moving one-minute window in
-the process (`limits`); a caller over it gets 429 with `Retry-After`.
+Rate limits are per key (per client address for anonymous callers), a fixed one-minute window
+(`limits`) counted where every worker process sees it: the store's SQLite file, or Redis when memory
+lives there (see `ratelimit.py`); a caller over it gets 429 with `Retry-After`. The counters failing
+is a 503, never a free pass.
 """
 
 from __future__ import annotations
@@ -24,10 +26,12 @@ from typing import Any
 import yaml
 from fastapi import Request
 from limits import RateLimitItemPerMinute
-from limits.storage import MemoryStorage
-from limits.strategies import MovingWindowRateLimiter
+from limits.errors import StorageError as LimitsStorageError
+from limits.storage import Storage
+from limits.strategies import FixedWindowRateLimiter
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
 
+from cograg.api.ratelimit import RateStoreUnavailable, process_storage, rate_storage
 from cograg.config import ServeConfig, Settings
 from cograg.errors import CogragError, ConfigError
 from cograg.retrieval.models import Principal
@@ -125,17 +129,22 @@ def presented_key(request: Request) -> str | None:
 
 
 class Gatekeeper:
-    """Identifies the caller of each request and applies its rate limit."""
+    """Identifies the caller of each request and applies its rate limit.
 
-    def __init__(self, config: ServeConfig, keys: list[ApiKey] | None = None) -> None:
+    `storage` holds the counters: by default this process's memory; `from_settings` gives the
+    storage every worker of the deployment shares."""
+
+    def __init__(self, config: ServeConfig, keys: list[ApiKey] | None = None,
+                 storage: Storage | None = None) -> None:
         self.config = config
         self._by_digest = {k.digest(): k for k in keys or []}
-        self._limiter = MovingWindowRateLimiter(MemoryStorage())
+        self.storage = storage if storage is not None else process_storage()
+        self._limiter = FixedWindowRateLimiter(self.storage)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Gatekeeper:
         path = settings.serve.keys_file
-        return cls(settings.serve, load_keys(path) if path is not None else [])
+        return cls(settings.serve, load_keys(path) if path is not None else [], rate_storage(settings))
 
     def identify(self, request: Request) -> Caller:
         key = presented_key(request)
@@ -154,9 +163,14 @@ class Gatekeeper:
 
     def admit(self, caller: Caller) -> None:
         item = RateLimitItemPerMinute(caller.rate_per_minute)
-        if self._limiter.hit(item, caller.rate_key):
-            return
-        reset_at = self._limiter.get_window_stats(item, caller.rate_key).reset_time
+        try:
+            if self._limiter.hit(item, caller.rate_key):
+                return
+            reset_at = self._limiter.get_window_stats(item, caller.rate_key).reset_time
+        except LimitsStorageError as exc:
+            cause = exc.storage_error
+            raise RateStoreUnavailable(f"the rate-limit counters are unavailable ({type(cause).__name__}); "
+                                       "retry later") from None
         retry = max(1, math.ceil(reset_at - time.time()))
         raise RateLimited(f"rate limit of {caller.rate_per_minute} requests per minute reached; "
                           f"retry in {retry} s", retry)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -12,6 +13,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from cograg.api.admission import Busy
 from cograg.api.auth import RateLimited, Unauthorized
+from cograg.api.ratelimit import RateStoreUnavailable
 from cograg.errors import CogragError, ConfigError
 
 log = logging.getLogger("cograg.api")
@@ -29,8 +31,18 @@ class PayloadTooLarge(CogragError):
     """An upload over the size limit."""
 
 
+# an absolute path of two or more parts (not inside a URL): `/srv/data/store/cograg.db`
+_ABSOLUTE_PATH = re.compile(r"(?<![\w:/.~-])/(?:[^/\s'\"]+/)+([^/\s'\"]*)")
+
+
+def without_server_paths(text: str) -> str:
+    """`text` with every absolute path cut to its last part: an error names the file, never the
+    server's directory layout."""
+    return _ABSOLUTE_PATH.sub(lambda m: m.group(1) or "…", text)
+
+
 def one_line(text: str, limit: int = 300) -> str:
-    return " ".join(str(text).split())[:limit]
+    return " ".join(without_server_paths(str(text)).split())[:limit]
 
 
 def error_response(status: int, detail: str, error: str | None = None,
@@ -69,6 +81,8 @@ def status_of(exc: CogragError) -> int:
         return 429
     if isinstance(exc, Unauthorized):
         return 401
+    if isinstance(exc, RateStoreUnavailable):
+        return 503
     return 400
 
 
@@ -98,4 +112,4 @@ def install_error_handlers(app: FastAPI) -> None:
 
 
 __all__ = ["NotFound", "PayloadTooLarge", "error_headers", "error_response", "install_error_handlers", "one_line",
-           "status_of", "validation_detail"]
+           "status_of", "validation_detail", "without_server_paths"]

@@ -5,7 +5,6 @@ are blanked when the policy hides source text, as everywhere else."""
 
 from __future__ import annotations
 
-from pathlib import PurePath
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -14,6 +13,7 @@ from cograg.api.access import owns_session
 from cograg.api.auth import caller_of
 from cograg.api.errors import NotFound
 from cograg.api.state import api_state
+from cograg.api.views import file_names_only
 from cograg.memory.store import SessionError, SessionNotFound
 
 router = APIRouter(prefix="/api/sessions", tags=["sessions"])
@@ -21,8 +21,6 @@ router = APIRouter(prefix="/api/sessions", tags=["sessions"])
 
 def _fact(fact: Any, visible: bool) -> dict[str, Any]:
     data = fact.model_dump(mode="json")
-    if data.get("source"):  # the file name, not the server's path to it (as in citations)
-        data["source"] = PurePath(data["source"]).name
     if not visible:
         data["quote"] = ""
     return data
@@ -36,7 +34,8 @@ def _call(request: Request, fn: Any, session_id: str | None = None) -> Any:
             memory = engine.memory()
             if session_id is not None and not owns_session(memory.session(session_id), caller_of(request)):
                 raise NotFound(f"no session {session_id!r}")
-            return fn(memory, state.engines.snippets_visible())
+            # facts and turns record their sources' paths; a client sees file names
+            return file_names_only(fn(memory, state.engines.snippets_visible()))
         except SessionNotFound as exc:
             raise NotFound(str(exc)) from None
         except SessionError as exc:

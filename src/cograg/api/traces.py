@@ -1,4 +1,5 @@
-"""`GET /api/traces/{id}`: the stored trace of an answer (SPEC F5), under the snippet policy."""
+"""`GET /api/traces/{id}`: the stored trace of an answer (SPEC F5), under the snippet policy, with
+file names where the stored trace has the server's paths (as in citations and stream events)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from fastapi import APIRouter, Request
 from cograg.api.access import visible_trace
 from cograg.api.auth import caller_of
 from cograg.api.state import api_state
-from cograg.api.views import hide_source_text
+from cograg.api.views import file_names_only, hide_source_text
 
 router = APIRouter(prefix="/api", tags=["traces"])
 
@@ -18,7 +19,7 @@ router = APIRouter(prefix="/api", tags=["traces"])
 def get_trace(trace_id: str, request: Request) -> dict[str, Any]:
     state = api_state(request)
     with state.engines.engine() as engine:  # another caller's trace is not found
-        trace = visible_trace(engine, engine.store.get_trace(trace_id), caller_of(request), trace_id)
+        trace = file_names_only(visible_trace(engine, engine.store.get_trace(trace_id), caller_of(request), trace_id))
     return trace if state.engines.snippets_visible() else hide_source_text(trace)
 
 

@@ -78,6 +78,7 @@ def qa_simple(resp: Any, *, visible: bool) -> dict[str, Any]:
     body = resp.model_dump(mode="json", include={"answer", "citations", "fallback", "confidence", "grounded",
                                                  "route", "trace_id", "mode"})
     body["answer"] = answer_text(resp, visible=visible)
+    body = file_names_only(body)  # the contract object carries each citation's path; a client gets its name
     return body if visible else hide_source_text(body)
 
 
@@ -123,4 +124,5 @@ def self_corrective(query: str, resp: Any, trace: dict[str, Any], chunk_lookup: 
         citations=citations_v2(resp.citations, visible=visible), fallback=resp.fallback, traceId=resp.trace_id)
 
 
-__all__ = ["SOURCE_TEXT_KEYS", "answer_text", "citations_v2", "claims_view", "hide_source_text", "qa_simple", "qa_v2", "self_corrective"]
+__all__ = ["SOURCE_TEXT_KEYS", "answer_text", "citations_v2", "claims_view", "file_names_only", "hide_source_text",
+           "qa_simple", "qa_v2", "self_corrective"]
