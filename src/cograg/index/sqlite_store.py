@@ -353,14 +353,17 @@ class SQLiteStore:
         match = fts_match(terms)
         if match is None or k <= 0 or (doc_ids is not None and not doc_ids):
             return []
+        # `+rowid` (not `rowid`) in the filters below: with a bare rowid SQLite drives the query from
+        # the IN list and runs the full-text match once per allowed chunk (4 s per query at 10k chunks
+        # with an ACL); the unary plus makes it match once and filter the matches
         sql = "SELECT rowid, bm25(chunks_fts) AS s FROM chunks_fts WHERE chunks_fts MATCH ?"
         params: list[object] = [match]
         if doc_ids is not None:
-            sql += f" AND rowid IN (SELECT id FROM chunks WHERE doc_id IN ({','.join('?' * len(doc_ids))}))"
+            sql += f" AND +rowid IN (SELECT id FROM chunks WHERE doc_id IN ({','.join('?' * len(doc_ids))}))"
             params += list(doc_ids)
         if groups is not None and self.conn.execute("SELECT 1 FROM document_acl LIMIT 1").fetchone():
             marks = ",".join("?" * len(groups)) or "NULL"
-            sql += (" AND rowid IN (SELECT c.id FROM chunks c JOIN documents d ON d.doc_id = c.doc_id"
+            sql += (" AND +rowid IN (SELECT c.id FROM chunks c JOIN documents d ON d.doc_id = c.doc_id"
                     " WHERE NOT EXISTS (SELECT 1 FROM document_acl a WHERE a.doc_id = d.doc_id)"
                     f" OR EXISTS (SELECT 1 FROM document_acl a WHERE a.doc_id = d.doc_id AND a.grp IN ({marks})))")
             params += list(groups)
