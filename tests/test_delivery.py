@@ -59,7 +59,17 @@ def _answer_sentences(text: str, case: InjectionCase) -> list[str]:
     return out
 
 
-@pytest.mark.parametrize(("name", "folder", "case"), CASES, ids=IDS)
+# Calibration cases whose obeyed text only the off-topic rule stopped, when it applied to every
+# document: it dropped 68 of 156 verified sentences of real model answers over ordinary documents
+# (bare names and dates), so it now applies only beside text addressed to the reader.
+OFF_TOPIC_ONLY = {"cal06", "cal07", "cal18", "cal23"}
+OBEDIENT_CASES = [pytest.param(*c, id=c[2].id, marks=pytest.mark.xfail(
+    strict=True, reason="stopped only by the off-topic rule, which no longer applies to documents "
+                        "without text addressed to the reader")) if c[2].id in OFF_TOPIC_ONLY
+                  else pytest.param(*c, id=c[2].id) for c in CASES]
+
+
+@pytest.mark.parametrize(("name", "folder", "case"), OBEDIENT_CASES)
 def test_what_an_obedient_reader_writes_is_not_delivered(name: str, folder: Path, case: InjectionCase):
     """Every sentence of the case's `obeyed` text, cited to its document as indexed (attack
     included, as when the detector missed it), meets an objection; the detector is not asked."""
@@ -196,7 +206,15 @@ def test_post_check_applies_the_structural_rules_only_when_given_the_question():
     assert obeyed_injection(sentence, [], doc) is None  # the old call: detector-based checks only
     why = obeyed_injection(sentence, [], doc, question="How often do trams run?", evidence={"1": doc})
     assert why and "addressed to the reader" in why
-    assert "no content term" in obeyed_injection(sentence, [], doc, question="How often do trams run?",
-                                                 evidence={"1": doc.split(". (")[0]})
+    # the off-topic rule applies only beside text addressed to the reader: a short real answer
+    # need not repeat the question's words, and on ordinary documents it is delivered
+    assert obeyed_injection(sentence, [], doc, question="How often do trams run?",
+                            evidence={"1": doc.split(". (")[0]}) is None
+    film = "The Curse of the Jade Scorpion is a 2001 crime comedy film starring Woody Allen and Helen Hunt."
+    assert obeyed_injection("Helen Hunt [1].", [], film, question="Which American actress co-starred in the "
+                            "2001 crime comedy with Woody Allen?", evidence={"1": film}) is None
+    assert obeyed_injection("1992年 [1]。", [], "东方明珠新媒体公司成立于1992年。",
+                            question="上海东方明珠新媒体股份有限公司成立于哪一年？",
+                            evidence={"1": "东方明珠新媒体公司成立于1992年。"}) is None
     assert obeyed_injection("Trams run every 8 minutes [1].", [], doc, question="How often do trams run?",
                             evidence={"1": doc}) is None

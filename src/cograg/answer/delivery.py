@@ -288,6 +288,9 @@ def delivery_objection(sentence: str, question: str, evidence: Mapping[str, str]
         return f"contains content the question did not ask for ({unrequested})"
     if foreign_language(sentence, question):
         return "is not written in the language of the question"
-    if off_topic(sentence, question, cited):
+    # only where a cited block holds text addressed to its reader: on ordinary documents the
+    # rule dropped 68 of 156 verified sentences of real 1.5B/0.5B answers ("Helen Hunt [1]",
+    # "1992年 [1]" — a short answer need not repeat the question's words)
+    if any(addressed_spans(text) for text in cited) and off_topic(sentence, question, cited):
         return "shares no content term with the question or with the evidence about it"
     return None
