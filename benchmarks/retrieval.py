@@ -161,6 +161,10 @@ def main() -> None:
     ap.add_argument("--baseline-queries", type=int, default=30, help="rank_bm25 is slow; fewer queries")
     ap.add_argument("--common-term-share", type=float, default=0.05,
                     help="document-frequency cut-off measured against no cut-off")
+    ap.add_argument("--base-stores", default="eval-cmrc_chunks,eval-hotpot",
+                    help="embedded stores under --work whose chunks and vectors seed the corpus")
+    ap.add_argument("--keep-stores", type=Path, default=None,
+                    help="build each size's store once in this folder and reuse it on later runs")
     ap.add_argument("--write-docs", action="store_true")
     args = ap.parse_args()
 
@@ -172,7 +176,7 @@ def main() -> None:
     from cograg.models.embedder import get_embedder
 
     _, queries = base_texts(args.data)
-    texts, vecs = base_from_stores(args.work)
+    texts, vecs = base_from_stores(args.work, tuple(args.base_stores.split(",")))
     embedder = get_embedder("e5-small")
     rng = random.Random(1)
     qs = [q.strip() for q in rng.sample(queries, args.queries)]  # the retriever strips queries too
@@ -187,10 +191,14 @@ def main() -> None:
     rows = []
     for n in [int(s) for s in args.sizes.split(",")]:
         with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) if args.keep_stores is None else args.keep_stores / f"chunks-{n}"
             t0 = time.perf_counter()
-            build_store(Path(tmp), n, texts, vecs, embedder.name)
+            if not (path / "built").exists():
+                build_store(path, n, texts, vecs, embedder.name)
+                if args.keep_stores is not None:
+                    (path / "built").write_text(args.base_stores)
             build_s = time.perf_counter() - t0
-            store = SQLiteStore(Path(tmp))
+            store = SQLiteStore(path)
             store.indexer = ChunkIndexer(None)
             retriever = Retriever(store, embedder=Fixed())
             load_start = os.getloadavg()[0]

@@ -138,6 +138,9 @@ class RetrievalConfig(_Section):
     common_term_share: float | None = Field(
         None, gt=0.0, le=1.0, description="drop query terms found in more than this share of all chunks "
         "from BM25 queries (the rarest term is kept); faster on large stores; None: keep every term")
+    bm25_engine: Literal["memory", "fts5"] = Field(
+        "memory", description="memory: BM25 from an impact matrix kept in memory per store generation "
+        "(fast; rebuilt on the first search after a write); fts5: SQLite FTS5 in SQL (no memory, no rebuild)")
     reranker: str = Field("none", description="none | cross-encoder:DIR | llm")
     rerank_candidates: int = Field(20, ge=1, le=200)
 
