@@ -402,18 +402,32 @@ class SQLiteStore:
         """Chunks with their documents, for turning index hits into results."""
         if not rowids:
             return {}
-        out: dict[int, tuple[Chunk, Document]] = {}
-        docs: dict[str, Document] = {}
+        rows: list[sqlite3.Row] = []
         for i in range(0, len(rowids), 500):
             part = rowids[i:i + 500]
-            for row in self.conn.execute(
-                    f"SELECT * FROM chunks WHERE id IN ({','.join('?' * len(part))})", part):
-                chunk = _chunk_from_row(row)
-                if chunk.doc_id not in docs:
-                    doc = self.get_document(chunk.doc_id)
-                    assert doc is not None
-                    docs[chunk.doc_id] = doc
-                out[int(row["id"])] = (chunk, docs[chunk.doc_id])
+            rows += self.conn.execute(f"SELECT * FROM chunks WHERE id IN ({','.join('?' * len(part))})", part)
+        docs = self._documents_by_id(list({r["doc_id"] for r in rows}))
+        return {int(r["id"]): (_chunk_from_row(r), docs[r["doc_id"]]) for r in rows}
+
+    def _documents_by_id(self, doc_ids: list[str]) -> dict[str, Document]:
+        """Documents with their tags and ACL in three queries per 500 (search hits span many
+        documents; one `get_document` each was most of a search's row loading)."""
+        out: dict[str, Document] = {}
+        for i in range(0, len(doc_ids), 500):
+            part = doc_ids[i:i + 500]
+            marks = ",".join("?" * len(part))
+            tags: dict[str, list[str]] = {d: [] for d in part}
+            acl: dict[str, list[str]] = {d: [] for d in part}
+            for doc_id, tag in self.conn.execute(
+                    f"SELECT doc_id, tag FROM document_tags WHERE doc_id IN ({marks}) ORDER BY tag", part):
+                tags[doc_id].append(tag)
+            for doc_id, grp in self.conn.execute(
+                    f"SELECT doc_id, grp FROM document_acl WHERE doc_id IN ({marks}) ORDER BY grp", part):
+                acl[doc_id].append(grp)
+            for row in self.conn.execute(f"SELECT * FROM documents WHERE doc_id IN ({marks})", part):
+                data = dict(row)
+                data["metadata"] = json.loads(data["metadata"])
+                out[row["doc_id"]] = Document(**data, tags=tags[row["doc_id"]], acl=acl[row["doc_id"]])
         return out
 
     def chunks_missing_vectors(self, limit: int = 100_000) -> list[tuple[int, Chunk, str]]:
