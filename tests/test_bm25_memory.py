@@ -189,6 +189,45 @@ def test_engine_setting_selects_fts5(tmp_path: Path) -> None:
         eng.close()
     eng = Engine.open(tmp_path / "store", settings=Settings())
     try:
-        assert eng.store.bm25_engine == "memory"
+        assert eng.store.bm25_engine == "auto"
     finally:
         eng.close()
+
+
+def test_auto_answers_from_fts5_while_the_matrix_is_built_in_the_background(filled: SQLiteStore) -> None:
+    assert filled.bm25_engine == "auto"  # the store's default
+    index, gen = filled.bm25_index, filled.generation()
+    assert not index.ready(gen)
+    first = filled.keyword_search("bridge arches steel", 5)  # FTS5; the build starts
+    index.wait_for_build(60)
+    assert index.ready(gen)
+    again = filled.keyword_search("bridge arches steel", 5)  # from the matrix
+    assert [r for r, _ in again] == [r for r, _ in first]
+    assert [s for _, s in again] == pytest.approx([s for _, s in first], rel=1e-5)
+    write(filled, make_doc(9, content="h9", acl=()), ["A gondola crosses the valley."])
+    assert not index.ready(filled.generation())
+    assert len(filled.keyword_search("gondola", 5)) == 1  # a new document is found at once
+    index.wait_for_build(60)
+    assert index.ready(filled.generation())
+    assert len(filled.keyword_search("gondola", 5)) == 1
+
+
+def test_a_failed_background_build_leaves_fts5_answering(filled: SQLiteStore,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    import cograg.index.bm25_memory as bm25_memory
+
+    calls = []
+
+    def broken(*args: object) -> None:
+        calls.append(args)
+        raise MemoryError("no room")
+
+    monkeypatch.setattr(bm25_memory, "load_postings", broken)
+    filled.bm25_engine = "fts5"
+    expected = filled.keyword_search("tram zone fares", 50)
+    filled.bm25_engine = "auto"
+    for _ in range(3):
+        assert filled.keyword_search("tram zone fares", 50) == expected
+        filled.bm25_index.wait_for_build(60)
+    assert len(calls) == 1  # not retried for the same generation
+    assert not filled.bm25_index.ready(filled.generation())

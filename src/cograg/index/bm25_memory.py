@@ -23,6 +23,7 @@ opens one store per request), keyed by a random id stored in the database.
 
 from __future__ import annotations
 
+import logging
 import re
 import sqlite3
 import threading
@@ -33,6 +34,8 @@ from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
+
+logger = logging.getLogger(__name__)
 
 # an indexed term the FTS5 unicode61 tokenizer splits (it has a character that is not a letter or digit)
 _ODD_CHAR = re.compile(r"[^\w\s]|_")
@@ -161,13 +164,55 @@ class MemoryBM25:
     def __init__(self) -> None:
         self._postings: BM25Postings | None = None
         self._lock = threading.Lock()
+        self._builder: threading.Thread | None = None
+        self._failed: str | None = None  # a generation whose background build failed is not retried
 
     def postings(self, conn: sqlite3.Connection, generation: str) -> BM25Postings:
+        """The matrices of `generation`, built here and now if they are not loaded."""
         with self._lock:
             if self._postings is None or self._postings.generation != generation:
                 self._postings = None  # let the old generation go before the new one is built
                 self._postings = load_postings(conn, generation)
             return self._postings
+
+    def ready(self, generation: str) -> bool:
+        p = self._postings
+        return p is not None and p.generation == generation
+
+    def build_in_background(self, db_path: Path, generation: str) -> None:
+        """Start building the matrices of the database's current generation in a thread with its
+        own connection (one read snapshot, so its rows and generation agree), unless one is running."""
+        with self._lock:
+            if (self._builder is not None and self._builder.is_alive()) or self._failed == generation \
+                    or (self._postings is not None and self._postings.generation == generation):
+                return
+            self._builder = threading.Thread(target=self._build_from_file, args=(Path(db_path), generation),
+                                             name="cograg-bm25-build", daemon=True)
+            self._builder.start()
+
+    def wait_for_build(self, timeout: float | None = None) -> None:
+        builder = self._builder
+        if builder is not None:
+            builder.join(timeout)
+
+    def _build_from_file(self, db_path: Path, asked: str) -> None:
+        try:
+            conn = sqlite3.connect(str(db_path), timeout=30.0, isolation_level=None, check_same_thread=False)
+            try:
+                conn.execute("BEGIN")
+                row = conn.execute("SELECT value FROM meta WHERE key='generation'").fetchone()
+                postings = load_postings(conn, str(row[0]) if row else "0")
+                conn.execute("COMMIT")
+            finally:
+                conn.close()
+        except Exception:  # noqa: BLE001 - the store's fallback (FTS5) keeps answering
+            logger.warning("building the in-memory BM25 index of %s failed; FTS5 answers", db_path, exc_info=True)
+            self._failed = asked
+            return
+        with self._lock:
+            if self._postings is None or _newer(postings.generation, self._postings.generation):
+                self._postings = postings
+
 
     def drop_common(self, conn: sqlite3.Connection, generation: str, terms: list[str], share: float) -> list[str]:
         """`terms` without those in more than `share` of all chunks; the rarest is always kept
@@ -204,6 +249,14 @@ class MemoryBM25:
         # best first; equal scores by rowid, so the order is the same on every run
         order = cand[np.lexsort((p.rowids[cand], -scores[cand]))]
         return [(int(p.rowids[i]), float(scores[i])) for i in order]
+
+
+def _newer(a: str, b: str) -> bool:
+    """Whether generation `a` is at least as recent as `b`."""
+    try:
+        return int(a) >= int(b)
+    except ValueError:
+        return True
 
 
 _SHARED: OrderedDict[str, MemoryBM25] = OrderedDict()

@@ -145,10 +145,12 @@ class SQLiteStore:
         self.common_term_share: float | None = None
         # BM25 from an in-memory impact matrix (same scores, several times faster at 100k chunks) or
         # from FTS5 in SQL. FTS5 stays as the fallback: it needs no memory beyond SQLite's cache and
-        # nothing to rebuild after a write, where the matrix is rebuilt on the first search of every
-        # new store generation (seconds at 100k chunks) — for stores written as often as searched,
-        # or too large to hold in memory (settings: retrieval.bm25_engine).
-        self.bm25_engine: str = "memory"
+        # nothing to rebuild after a write, where the matrix must be rebuilt for every new store
+        # generation (seconds at 100k chunks). "auto" answers from FTS5 while the matrix of the
+        # current generation is built in the background, so neither a one-shot command nor the
+        # first search after a write waits for it; "memory" builds it on the spot; "fts5" never
+        # builds it — for stores too large to hold in memory (settings: retrieval.bm25_engine).
+        self.bm25_engine: str = "auto"
         self._bm25_index: MemoryBM25 | None = None
         db = self.directory / DB_NAME
         if not db.exists() and not create:
@@ -341,8 +343,9 @@ class SQLiteStore:
         `doc_ids` (only chunks of those documents)."""
         terms = query_terms(query)
         if self.common_term_share is not None and len(terms) > 1:
-            stats = self.bm25_index if self.bm25_engine == "memory" else self.term_stats
-            terms = stats.drop_common(self.conn, self.generation(), terms, self.common_term_share)
+            generation = self.generation()
+            stats = self.bm25_index if self._bm25_in_memory(generation) else self.term_stats
+            terms = stats.drop_common(self.conn, generation, terms, self.common_term_share)
         return self.keyword_search_terms(terms, k, groups, doc_ids)
 
     def doc_ids_of(self, rowids: list[int]) -> dict[int, str]:
@@ -352,6 +355,17 @@ class SQLiteStore:
             out.update((int(r[0]), str(r[1])) for r in self.conn.execute(
                 f"SELECT id, doc_id FROM chunks WHERE id IN ({','.join('?' * len(part))})", part))
         return out
+
+    def _bm25_in_memory(self, generation: str) -> bool:
+        """Whether a keyword search of `generation` runs on the in-memory matrix (see `bm25_engine`)."""
+        if self.bm25_engine == "memory":
+            return True
+        if self.bm25_engine != "auto":
+            return False
+        if self.bm25_index.ready(generation):
+            return True
+        self.bm25_index.build_in_background(self.directory / DB_NAME, generation)
+        return False
 
     @property
     def bm25_index(self) -> MemoryBM25:
@@ -367,8 +381,9 @@ class SQLiteStore:
     def keyword_search_terms(self, terms: list[str], k: int, groups: list[str] | None = None,
                              doc_ids: list[str] | None = None) -> list[tuple[int, float]]:
         """BM25 for terms that are already analysed (any of them may match)."""
-        if self.bm25_engine == "memory":
-            return self.bm25_index.search(self.conn, self.generation(), terms, k, groups, doc_ids)
+        generation = self.generation()
+        if self._bm25_in_memory(generation):
+            return self.bm25_index.search(self.conn, generation, terms, k, groups, doc_ids)
         match = fts_match(terms)
         if match is None or k <= 0 or (doc_ids is not None and not doc_ids):
             return []
