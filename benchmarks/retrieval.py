@@ -16,7 +16,14 @@ cograg is measured as shipped (adaptive fusion; coarse PCA vector pass from 50k 
 each speed measure off, so every gain is a ratio within one run. The machine is shared: the load
 average is recorded at the start and end of every size.
 
-    .venv/bin/python benchmarks/retrieval.py [--sizes 10000,100000] [--queries 200] [--write-docs]
+cograg's BM25 is measured with both engines (`retrieval.bm25_engine`: the in-memory impact matrix
+and SQLite FTS5), with the top-10 overlap between them.
+
+    .venv/bin/python benchmarks/retrieval.py [--sizes 10000,100000] [--queries 200]
+        [--base-stores eval-cmrc_chunks,eval-hotpot] [--keep-stores DIR] [--write-docs]
+
+Set OPENBLAS_NUM_THREADS=1 on a machine whose cores are busy with other work: a multi-threaded
+OpenBLAS mat-vec then waits for its threads (measured here: 0.9 vs 16-24 ms for one 10k scan).
 """
 
 from __future__ import annotations
@@ -360,7 +367,8 @@ def main() -> None:
             f"--base-stores {args.base_stores} --write-docs`  \n"
             f"Run {datetime.now(UTC).isoformat(timespec='minutes')} on {platform.machine()}, {os.cpu_count()} cores "
             "shared with other jobs (1-minute load average at the start and end of each size in the table), "
-            f"Python {platform.python_version()}. {args.queries} real questions (cmrc2018 + HotpotQA) per variant, "
+            f"Python {platform.python_version()}, OpenBLAS threads "
+            f"{os.environ.get('OPENBLAS_NUM_THREADS', 'default')}. {args.queries} real questions (cmrc2018 + HotpotQA) per variant, "
             f"rank_bm25 baseline {args.baseline_queries}; query embedding excluded. Cells are p50 / p95 in ms per "
             "search, top 10 of 50 candidates per retriever, including loading the hit rows; the cograg variants "
             "are interleaved query by query so load falls on all alike. Medians.\n\n"
