@@ -16,7 +16,14 @@ cograg is measured as shipped (adaptive fusion; coarse PCA vector pass from 50k 
 each speed measure off, so every gain is a ratio within one run. The machine is shared: the load
 average is recorded at the start and end of every size.
 
-    .venv/bin/python benchmarks/retrieval.py [--sizes 10000,100000] [--queries 200] [--write-docs]
+cograg's BM25 is measured with both engines (`retrieval.bm25_engine`: the in-memory impact matrix
+and SQLite FTS5), with the top-10 overlap between them.
+
+    .venv/bin/python benchmarks/retrieval.py [--sizes 10000,100000] [--queries 200]
+        [--base-stores eval-cmrc_chunks,eval-hotpot] [--keep-stores DIR] [--write-docs]
+
+Set OPENBLAS_NUM_THREADS=1 on a machine whose cores are busy with other work: a multi-threaded
+OpenBLAS mat-vec then waits for its threads (measured here: 0.9 vs 16-24 ms for one 10k scan).
 """
 
 from __future__ import annotations
@@ -161,6 +168,10 @@ def main() -> None:
     ap.add_argument("--baseline-queries", type=int, default=30, help="rank_bm25 is slow; fewer queries")
     ap.add_argument("--common-term-share", type=float, default=0.05,
                     help="document-frequency cut-off measured against no cut-off")
+    ap.add_argument("--base-stores", default="eval-cmrc_chunks,eval-hotpot",
+                    help="embedded stores under --work whose chunks and vectors seed the corpus")
+    ap.add_argument("--keep-stores", type=Path, default=None,
+                    help="build each size's store once in this folder and reuse it on later runs")
     ap.add_argument("--write-docs", action="store_true")
     args = ap.parse_args()
 
@@ -172,7 +183,7 @@ def main() -> None:
     from cograg.models.embedder import get_embedder
 
     _, queries = base_texts(args.data)
-    texts, vecs = base_from_stores(args.work)
+    texts, vecs = base_from_stores(args.work, tuple(args.base_stores.split(",")))
     embedder = get_embedder("e5-small")
     rng = random.Random(1)
     qs = [q.strip() for q in rng.sample(queries, args.queries)]  # the retriever strips queries too
@@ -187,11 +198,23 @@ def main() -> None:
     rows = []
     for n in [int(s) for s in args.sizes.split(",")]:
         with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) if args.keep_stores is None else args.keep_stores / f"chunks-{n}"
             t0 = time.perf_counter()
-            build_store(Path(tmp), n, texts, vecs, embedder.name)
-            build_s = time.perf_counter() - t0
-            store = SQLiteStore(Path(tmp))
+            build_s: float | None = None
+            if not (path / "built").exists():
+                build_store(path, n, texts, vecs, embedder.name)
+                build_s = round(time.perf_counter() - t0, 1)
+                if args.keep_stores is not None:
+                    (path / "built").write_text(args.base_stores)
+            store = SQLiteStore(path)
             store.indexer = ChunkIndexer(None)
+            import psutil
+
+            rss = psutil.Process().memory_info().rss
+            t0 = time.perf_counter()
+            postings = store.bm25_index.postings(store.conn, store.generation())
+            bm25_build = time.perf_counter() - t0
+            bm25_rss_mb = (psutil.Process().memory_info().rss - rss) / 1e6
             retriever = Retriever(store, embedder=Fixed())
             load_start = os.getloadavg()[0]
 
@@ -206,8 +229,9 @@ def main() -> None:
             for q in qs[:5]:
                 for fn in variants.values():
                     fn(q)  # load the matrix, warm caches
-            # cograg as shipped, then with each speed measure off; interleaved per query so the
-            # machine's load falls on all of them alike
+            # cograg as shipped, then with the FTS5 BM25 engine, then with every speed measure off;
+            # interleaved per query so the machine's load falls on all of them alike
+            shipped_engine = store.bm25_engine
             exact_index = VectorIndex(coarse_from=10**12)
             coarse_index = store.vector_index
             store.common_term_share = args.common_term_share
@@ -217,6 +241,11 @@ def main() -> None:
                     t = time.perf_counter()
                     fn(q)
                     res.setdefault(name, []).append((time.perf_counter() - t) * 1000)
+                store.bm25_engine = "fts5"
+                for name in ("bm25", "hybrid"):
+                    t = time.perf_counter()
+                    variants[name](q)
+                    res.setdefault(f"{name}, fts5", []).append((time.perf_counter() - t) * 1000)
                 store.vector_index = exact_index
                 store.common_term_share = None
                 for name in ("vector", "hybrid", "bm25"):
@@ -225,8 +254,9 @@ def main() -> None:
                     res.setdefault(f"{name}, no speed-ups", []).append((time.perf_counter() - t) * 1000)
                 store.vector_index = coarse_index
                 store.common_term_share = args.common_term_share
+                store.bm25_engine = shipped_engine
             # what the speed measures cost in results: overlap of the top 10 with and without
-            overlap_v, overlap_b = [], []
+            overlap_v, overlap_b, overlap_m, overlap_m_ties = [], [], [], []
             for q in qs:
                 a = {r for r, _ in coarse_index.search(store.conn, store.generation(), qvecs[q], 10)}
                 b = {r for r, _ in exact_index.search(store.conn, store.generation(), qvecs[q], 10)}
@@ -236,6 +266,21 @@ def main() -> None:
                 b = {r for r, _ in store.keyword_search(q, 10)}
                 store.common_term_share = args.common_term_share
                 overlap_b.append(len(a & b) / max(len(b), 1))
+                # the in-memory BM25 against FTS5, all terms: plain overlap, and counting a hit FTS5
+                # ranks below 10th only because of a tie with its 10th score as shared
+                store.common_term_share = None
+                store.bm25_engine = "memory"
+                mem = store.keyword_search(q, 10)
+                store.bm25_engine = "fts5"
+                fts = dict(store.keyword_search(q, 50))
+                store.bm25_engine = shipped_engine
+                store.common_term_share = args.common_term_share
+                top_fts = dict(sorted(fts.items(), key=lambda kv: -kv[1])[:10])
+                tenth = min(top_fts.values(), default=0.0)
+                same = sum(1 for r, _ in mem if r in top_fts)
+                tied = sum(1 for r, _ in mem if r in fts and fts[r] >= tenth - 1e-6 * abs(tenth))
+                overlap_m.append(same / max(len(top_fts), 1))
+                overlap_m_ties.append(min(tied, len(top_fts)) / max(len(top_fts), 1))
 
             # baselines over the same chunks, terms and vectors
             rows_db = store.conn.execute("SELECT c.id, d.title, c.text, c.heading_path FROM chunks c "
@@ -272,11 +317,16 @@ def main() -> None:
                 lambda q: rrf([[ids[i] for i in np.argsort(-bm.get_scores(analyze(q)))[:50]], numpy_top(q)])[:10],
                 qs[:args.baseline_queries])
             load_end = os.getloadavg()[0]
-            row = {"chunks": n, "build_s": round(build_s, 1), "bm25s_build_s": round(bm25s_build, 1),
+            row = {"chunks": n, "build_s": build_s, "bm25s_build_s": round(bm25s_build, 1),
                    "rank_bm25_build_s": round(rank_build, 1), "load_start": round(load_start, 2),
                    "load_end": round(load_end, 2),
                    "vector_top10_overlap_coarse_vs_exact": round(statistics.mean(overlap_v), 4),
-                   "bm25_top10_overlap_cutoff_vs_full": round(statistics.mean(overlap_b), 4)}
+                   "bm25_top10_overlap_cutoff_vs_full": round(statistics.mean(overlap_b), 4),
+                   "bm25_top10_overlap_memory_vs_fts5": round(statistics.mean(overlap_m), 4),
+                   "bm25_top10_overlap_memory_vs_fts5_ties": round(statistics.mean(overlap_m_ties), 4),
+                   "bm25_memory_build_s": round(bm25_build, 1), "bm25_memory_mb": round(postings.nbytes / 1e6, 1),
+                   "bm25_memory_rss_mb": round(bm25_rss_mb, 1), "bm25_postings": int(postings.impacts.nnz),
+                   "bm25_terms": len(postings.vocab)}
             for name, xs in res.items():
                 row[name] = [round(statistics.median(xs), 2), round(pct(xs, 95), 2)]
             print(json.dumps(row), flush=True)
@@ -284,8 +334,8 @@ def main() -> None:
             retriever.close()
             store.close()
 
-    names = ["bm25", "vector", "hybrid", "hybrid rrf", "bm25, no speed-ups", "vector, no speed-ups",
-             "hybrid, no speed-ups", "baseline bm25s", "baseline numpy argpartition",
+    names = ["bm25", "vector", "hybrid", "hybrid rrf", "bm25, fts5", "hybrid, fts5", "bm25, no speed-ups",
+             "vector, no speed-ups", "hybrid, no speed-ups", "baseline bm25s", "baseline numpy argpartition",
              "baseline bm25s + numpy + RRF", "baseline rank_bm25 + numpy + RRF"]
     table = ["| chunks | load (start → end) | " + " | ".join(names) + " |",
              "|---:|---|" + "---:|" * len(names)]
@@ -300,28 +350,36 @@ def main() -> None:
                       f"{r['baseline bm25s + numpy + RRF'][0] / h:.2f}×, rank_bm25 baseline ÷ cograg hybrid "
                       f"{r['baseline rank_bm25 + numpy + RRF'][0] / h:.1f}×; top-10 overlap coarse vs exact vectors "
                       f"{r['vector_top10_overlap_coarse_vs_exact']:.3f}, BM25 with vs without the "
-                      f"common-term cut-off {r['bm25_top10_overlap_cutoff_vs_full']:.3f}; store build "
-                      f"{r['build_s']} s, bm25s index {r['bm25s_build_s']} s, rank_bm25 {r['rank_bm25_build_s']} s")
+                      f"common-term cut-off {r['bm25_top10_overlap_cutoff_vs_full']:.3f}; in-memory BM25: "
+                      f"hybrid fts5 ÷ hybrid {r['hybrid, fts5'][0] / h:.2f}×, bm25 fts5 ÷ bm25 "
+                      f"{r['bm25, fts5'][0] / r['bm25'][0]:.2f}×, top-10 overlap with FTS5 "
+                      f"{r['bm25_top10_overlap_memory_vs_fts5']:.3f} "
+                      f"({r['bm25_top10_overlap_memory_vs_fts5_ties']:.3f} counting ties at the 10th score), built in "
+                      f"{r['bm25_memory_build_s']} s, {r['bm25_memory_mb']} MB ({r['bm25_postings']:,} postings, "
+                      f"{r['bm25_terms']:,} terms; process RSS +{r['bm25_memory_rss_mb']} MB); store build "
+                      f"{'kept from an earlier run' if r['build_s'] is None else str(r['build_s']) + ' s'}, bm25s index {r['bm25s_build_s']} s, rank_bm25 {r['rank_bm25_build_s']} s")
     text = "\n".join(table) + "\n\n" + "\n".join(ratios)
     print(text)
     if args.write_docs:
         section = (
             "## Retrieval latency\n\n"
             f"Command: `.venv/bin/python benchmarks/retrieval.py --sizes {args.sizes} --queries {args.queries} "
-            "--write-docs`  \n"
+            f"--base-stores {args.base_stores} --write-docs`  \n"
             f"Run {datetime.now(UTC).isoformat(timespec='minutes')} on {platform.machine()}, {os.cpu_count()} cores "
             "shared with other jobs (1-minute load average at the start and end of each size in the table), "
-            f"Python {platform.python_version()}. {args.queries} real questions (cmrc2018 + HotpotQA) per variant, "
+            f"Python {platform.python_version()}, OpenBLAS threads "
+            f"{os.environ.get('OPENBLAS_NUM_THREADS', 'default')}. {args.queries} real questions (cmrc2018 + HotpotQA) per variant, "
             f"rank_bm25 baseline {args.baseline_queries}; query embedding excluded. Cells are p50 / p95 in ms per "
             "search, top 10 of 50 candidates per retriever, including loading the hit rows; the cograg variants "
             "are interleaved query by query so load falls on all alike. Medians.\n\n"
-            "Corpus: the chunks of the two evaluation stores (cmrc2018 beir_chunks, HotpotQA BEIR view; title line + "
+            f"Corpus: the chunks of the embedded stores `{args.base_stores}` under `.bench-stores` (title line + "
             "chunk text) replicated with perturbation (shuffled sentences, one word swapped); vectors: their stored "
             "e5 embeddings plus Gaussian noise (σ=0.02), re-normalised.\n"
             "`hybrid` = the default search (adaptive fusion, BM25 and vectors run concurrently, coarse 128-d PCA pass + "
-            "exact re-scoring of 1000 candidates from 50k chunks on) plus the option "
+            "exact re-scoring of 1000 candidates from 50k chunks on, BM25 from the in-memory impact matrix) plus the option "
             f"`retrieval.common_term_share = {args.common_term_share}` (BM25 query terms in more than that share of "
-            "chunks dropped; off by default); `no speed-ups` = exact full vector scan and all query terms. Baselines over the same "
+            "chunks dropped; off by default); `fts5` = the same with `retrieval.bm25_engine = fts5` (BM25 scored by "
+            "SQLite FTS5); `no speed-ups` = FTS5, exact full vector scan and all query terms. Baselines over the same "
             "analysed terms and vectors, same process: bm25s 0.2 (`n_threads=1`), numpy `argpartition` exact "
             "cosine, Python RRF; rank_bm25 `BM25Okapi`.\n\n" + text + "\n")
         from benchmarks_common import write_section

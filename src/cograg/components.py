@@ -132,6 +132,7 @@ def build_components(settings: Settings, *, create: bool = True, **given: Any) -
     store = given.get("store") or open_store_with_index(settings.store, settings.index, create=create,
                                                          indexer=ChunkIndexer())
     store.common_term_share = settings.retrieval.common_term_share
+    store.bm25_engine = settings.retrieval.bm25_engine
     embedder_only = part("embedder", lambda: _embedder(settings))
 
     def attached_embedder() -> Any:

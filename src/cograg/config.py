@@ -142,6 +142,10 @@ class RetrievalConfig(_Section):
     common_term_share: float | None = Field(
         None, gt=0.0, le=1.0, description="drop query terms found in more than this share of all chunks "
         "from BM25 queries (the rarest term is kept); faster on large stores; None: keep every term")
+    bm25_engine: Literal["auto", "memory", "fts5"] = Field(
+        "auto", description="memory: BM25 from an impact matrix kept in memory per store generation (same "
+        "scores as FTS5, faster; built on the first search after a write); auto: FTS5 answers while that "
+        "matrix is built in the background; fts5: SQLite FTS5 only (no memory, nothing to rebuild)")
     reranker: str = Field("none", description="none | cross-encoder:DIR | llm")
     rerank_candidates: int = Field(20, ge=1, le=200)
 
