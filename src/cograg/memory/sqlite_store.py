@@ -9,9 +9,11 @@ concurrent turns on one session never lose a fact. A row that does not parse is 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -81,18 +83,31 @@ class SQLiteMemoryStore:
         self.directory = Path(directory).expanduser()
         self.path = self.directory / DB_NAME
         self._lock = threading.RLock()  # one connection, shared by the threads of one process
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            self.conn = SerializedConnection(sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None,
-                                                             check_same_thread=False))
-            self.conn.row_factory = sqlite3.Row
-            self.conn.execute("PRAGMA journal_mode=WAL")
-            self.conn.execute("PRAGMA synchronous=NORMAL")
-            self.conn.execute("PRAGMA foreign_keys=ON")
-            self.conn.execute("PRAGMA busy_timeout=30000")
-            self._migrate()
-        except sqlite3.DatabaseError as exc:
-            raise StoreError(f"cannot open memory store {self.path}: {exc}") from exc
+        # Two openers of a new file race to switch it to WAL and migrate it; SQLite answers the
+        # loser "database is locked" at once (no busy wait for a journal-mode change): retry briefly.
+        for attempt in range(6):
+            try:
+                self._open()
+                return
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or attempt == 5:
+                    raise StoreError(f"cannot open memory store {self.path}: {exc}") from exc
+                with contextlib.suppress(Exception):
+                    self.conn.close()
+                time.sleep(0.05 * (attempt + 1))
+            except sqlite3.DatabaseError as exc:
+                raise StoreError(f"cannot open memory store {self.path}: {exc}") from exc
+
+    def _open(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.conn = SerializedConnection(sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None,
+                                                         check_same_thread=False))
+        self.conn.row_factory = sqlite3.Row
+        self.conn.execute("PRAGMA busy_timeout=30000")
+        self.conn.execute("PRAGMA journal_mode=WAL")
+        self.conn.execute("PRAGMA synchronous=NORMAL")
+        self.conn.execute("PRAGMA foreign_keys=ON")
+        self._migrate()
 
     def _migrate(self) -> None:
         current = int(self.conn.execute("PRAGMA user_version").fetchone()[0])
