@@ -88,23 +88,6 @@ class SerializedConnection:
             finally:
                 cursor.close()
 
-    def executescript(self, script: str) -> None:
-        with self._lock:
-            self._conn.executescript(script).close()
-
-    def create_function(self, *args: Any, **kwargs: Any) -> None:
-        with self._lock:
-            self._conn.create_function(*args, **kwargs)
-
     def close(self) -> None:
         with self._lock:
             self._conn.close()
-
-    @property
-    def raw(self) -> sqlite3.Connection:
-        """The connection itself, for code that must hold it alone (backups); take `lock` first."""
-        return self._conn
-
-    @property
-    def lock(self) -> threading.RLock:
-        return self._lock
