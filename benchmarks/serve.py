@@ -41,8 +41,6 @@ import argparse
 import json
 import os
 import platform
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -59,6 +57,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 sys.path.insert(0, str(REPO))
 
 from cograg.config import Settings  # noqa: E402
+from tests.process_support import free_port, stop_process  # noqa: E402
 
 CONCURRENCY = (1, 4, 16)
 MODE = "R1"
@@ -173,12 +172,6 @@ def serve_child(port: int, store: Path, model: str, model_cache: Path | None) ->
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def start_server(store: Path, model: str, model_cache: Path | None) -> tuple[subprocess.Popen, str]:
     import httpx
 
@@ -200,12 +193,7 @@ def start_server(store: Path, model: str, model_cache: Path | None) -> tuple[sub
 
 
 def stop_server(proc: subprocess.Popen) -> None:
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+    stop_process(proc, timeout_s=30, group=True)  # the server and anything it forked
 
 
 class Clients:

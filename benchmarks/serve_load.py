@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -42,24 +41,17 @@ import httpx  # noqa: E402
 
 from cograg.api.app import SETTINGS_ENV  # noqa: E402
 from cograg.memory.models import normalise_statement  # noqa: E402
-from tests.redis_support import free_port, redis_server, redis_server_binary  # noqa: E402
+from tests.process_support import free_port, stop_process, wait_until_answers  # noqa: E402
+from tests.redis_support import redis_server, redis_server_binary  # noqa: E402
 from tests.serve_scripted import ingest_projects, project_question, serve_settings  # noqa: E402
 
 TENANTS = ("acme", "globex")
 
 
 def _wait_healthy(url: str, proc: subprocess.Popen, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the workers exited with {proc.returncode}: {proc.stderr.read()[-800:]}")
-        try:
-            if httpx.get(url + "/healthz", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError("the workers did not answer /healthz in time")
+    wait_until_answers(proc, lambda: httpx.get(url + "/healthz", timeout=2).raise_for_status(),
+                       retry_on=(httpx.TransportError, httpx.HTTPStatusError), timeout_s=timeout_s, interval_s=0.2,
+                       name="the workers", exit_detail=lambda: proc.stderr.read()[-800:])
 
 
 def plan(clients: int, turns: int, sessions_per_tenant: int) -> list[dict[str, Any]]:
@@ -133,12 +125,7 @@ def run_load(workdir: Path, memory_backend: str, *, clients: int = 20, turns: in
         wall = time.perf_counter() - t0
         audit = _audit(url, clients_plan, results, owner, workdir)
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)  # the uvicorn supervisor and its workers
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_process(proc, timeout_s=30, group=True)  # the uvicorn supervisor and its workers
     latencies = sorted(r["latency_s"] for r in results)
     return {"memory": "redis" if memory_backend.startswith("redis") else memory_backend, "workers": workers,
             "clients": clients, "turns_per_client": turns, "sessions": len({cp["session"] for cp in clients_plan}),

@@ -3,25 +3,16 @@
 from __future__ import annotations
 
 import contextlib
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from cograg.models.compute import threads_for_next_job
 from cograg.models.llm import LLMUnavailable, OpenAICompatLLM
+from tests.process_support import free_port, stop_process, wait_until_answers
 
 ALIAS = "qwen-0.5b"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextlib.contextmanager
@@ -38,23 +29,11 @@ def serve_gguf(model: Path, log_path: Path, *, n_ctx: int = 2048, start_timeout_
             stdout=log, stderr=subprocess.STDOUT)
         base = f"http://127.0.0.1:{port}/v1"
         try:
-            deadline = time.monotonic() + start_timeout_s
-            probe = OpenAICompatLLM(base, timeout_s=60)
-            while True:
-                if proc.poll() is not None:
-                    pytest.fail(f"llama_cpp.server exited: {log_path.read_text(errors='replace')[-2000:]}")
-                try:
-                    assert probe.model == ALIAS
-                    break
-                except LLMUnavailable:
-                    if time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.5)
+            llm = OpenAICompatLLM(base, timeout_s=60)
+            served = wait_until_answers(
+                proc, lambda: llm.model, retry_on=(LLMUnavailable,), timeout_s=start_timeout_s, interval_s=0.5,
+                name="llama_cpp.server", exit_detail=lambda: log_path.read_text(errors="replace")[-2000:])
+            assert served == ALIAS
             yield base
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop_process(proc, timeout_s=20)

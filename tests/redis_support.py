@@ -7,23 +7,17 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from tests.process_support import free_port, stop_process, wait_until_answers
 
 
 def redis_server_binary() -> str | None:
     return os.environ.get("COGRAG_REDIS_SERVER") or shutil.which("redis-server") or (
         "/usr/bin/redis-server" if Path("/usr/bin/redis-server").is_file() else None)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextmanager
@@ -37,25 +31,12 @@ def redis_server(binary: str, *, timeout_s: float = 20.0) -> Iterator[str]:
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     url = f"redis://127.0.0.1:{port}/0"
     try:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"redis-server exited with {proc.returncode}: {proc.stderr.read()[-300:]}")
-            try:
-                redis.Redis.from_url(url, socket_connect_timeout=0.5).ping()
-                break
-            except redis.ConnectionError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("redis-server did not answer in time") from None
-                time.sleep(0.05)
+        wait_until_answers(proc, lambda: redis.Redis.from_url(url, socket_connect_timeout=0.5).ping(),
+                           retry_on=(redis.ConnectionError,), timeout_s=timeout_s, interval_s=0.05,
+                           name="redis-server", exit_detail=lambda: proc.stderr.read()[-300:])
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc, timeout_s=10)
 
 
-__all__ = ["free_port", "redis_server", "redis_server_binary"]
+__all__ = ["redis_server", "redis_server_binary"]

@@ -29,7 +29,7 @@ from cograg.index.sqlite_store import DB_NAME, SCHEMA_VERSION, SQLiteStore  # no
 from cograg.models.judge import LexicalJudge  # noqa: E402
 from cograg.testing import ScriptedLLM  # noqa: E402
 from tests.fakes import HashingEmbedder  # noqa: E402
-from tests.redis_support import free_port  # noqa: E402
+from tests.process_support import free_port  # noqa: E402
 from tests.test_api_keys import CAROL_KEY, keyed_app  # noqa: E402
 from tests.test_control_flow import Brain  # noqa: E402
 from tests.test_memory_store import redis_url  # noqa: E402,F401  (the real redis-server fixture)

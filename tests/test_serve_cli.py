@@ -3,39 +3,26 @@
 from __future__ import annotations
 
 import os
-import signal
-import socket
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
+
+from tests.process_support import free_port, stop_process, wait_until_answers
 
 httpx = pytest.importorskip("httpx", reason="the test extra is not installed")
 pytest.importorskip("uvicorn", reason="the server extra is not installed: pip install -e '.[server]'")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _wait_healthy(url: str, proc: subprocess.Popen, timeout: float = 60.0) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise AssertionError(f"cograg serve exited with {proc.returncode}: {proc.stderr.read()[-500:]}")
-        try:
-            return httpx.get(url + "/healthz", timeout=2).json()
-        except httpx.TransportError:
-            time.sleep(0.2)
-    raise AssertionError("cograg serve did not answer /healthz in time")
+    return wait_until_answers(proc, lambda: httpx.get(url + "/healthz", timeout=2).json(),
+                              retry_on=(httpx.TransportError,), timeout_s=timeout, interval_s=0.2,
+                              name="cograg serve", exit_detail=lambda: proc.stderr.read()[-500:])
 
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_serve_answers_health_documents_and_page(tmp_path: Path, cograg_cmd: list[str], workers: int) -> None:
-    port = _free_port()
+    port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("COGRAG_")}
     proc = subprocess.Popen([*cograg_cmd, "serve", "--port", str(port), "--workers", str(workers),
                              "--store", str(tmp_path / "store"), "--embedder", "none"],
@@ -51,8 +38,7 @@ def test_serve_answers_health_documents_and_page(tmp_path: Path, cograg_cmd: lis
         r = httpx.post(url + "/api/agent/qa/v2", json={"question": ""}, timeout=5)
         assert r.status_code == 422 and r.json()["error"] == "invalid_request"
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)  # the server and its worker processes
-        proc.wait(timeout=20)
+        stop_process(proc, timeout_s=20, group=True)  # the server and its worker processes
 
 
 def test_serve_bad_option_is_one_line(cli) -> None:
