@@ -36,7 +36,8 @@ import numpy as np
 from cograg.documents import Document
 from cograg.index.indexing import ChunkIndexer, index_text
 from cograg.index.milvus_index import IndexRow, MilvusIndex
-from cograg.index.sqlite_store import SQLiteStore, _chunk_from_row, _SQLiteDocumentWriter
+from cograg.index.sqlite_rows import SQLiteDocumentWriter, chunk_from_row
+from cograg.index.sqlite_store import SQLiteStore
 
 _PENDING = "milvus_pending:"
 _BATCH = 500
@@ -145,7 +146,7 @@ class MilvusStore(SQLiteStore):
                 doc_ids):
             data = dict(row)
             rowid, title, vec = int(data["id"]), data.pop("doc_title"), data.pop("vec")
-            chunk = _chunk_from_row(data)
+            chunk = chunk_from_row(data)
             acl, tags = access[chunk.doc_id]
             rows.append(IndexRow(rowid=rowid, doc_id=chunk.doc_id, text=index_text(chunk, title),
                                  vector=None if vec is None else np.frombuffer(vec, dtype=np.float32),
@@ -164,7 +165,7 @@ class MilvusStore(SQLiteStore):
 
     # ------------------------------------------------------------------ writes (SQLite first, then Milvus)
     @contextmanager
-    def write_document(self, doc: Document) -> Iterator[_SQLiteDocumentWriter]:
+    def write_document(self, doc: Document) -> Iterator[SQLiteDocumentWriter]:
         old = self.get_document_by_path(doc.source_path)
         with self._changing({doc.doc_id} | ({old.doc_id} if old else set())):
             with super().write_document(doc) as writer:

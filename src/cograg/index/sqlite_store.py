@@ -2,136 +2,36 @@
 
 Every write for one document — its row, its chunks, tags and ACL — happens in one transaction,
 so a crash (even `kill -9`) leaves either the old version or the new one, never a mix.
+
+Beside it: `sqlite_schema` (connection, migrations, analyser check), `sqlite_rows` (documents and
+chunks to and from rows) and `sqlite_search` (the ACL filter and FTS5 keyword search in SQL).
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from cograg.documents import Chunk, Document
 from cograg.errors import StoreError
-from cograg.index.analyzer import ANALYZER_VERSION, fts_document, fts_match, query_terms
+from cograg.index import sqlite_schema, sqlite_search
+from cograg.index.analyzer import query_terms
 from cograg.index.bm25_memory import MemoryBM25, shared_index, store_key
-from cograg.index.indexing import ChunkIndexer, EmbeddingCacheFiller
-from cograg.index.sqlite_conn import SerializedConnection
+from cograg.index.indexing import ChunkIndexer, EmbeddingCacheFiller, index_text
+from cograg.index.sqlite_rows import (
+    SQLiteDocumentWriter, chunk_from_row, document_from_row, documents_by_id, insert_document_row, write_tags_acl,
+)
+from cograg.index.sqlite_schema import (
+    DB_NAME, MIGRATIONS, SCHEMA_VERSION, check_analyzer, connect, immediate_transaction, migrate,
+)
+from cograg.index.sqlite_search import fts5_search
 from cograg.index.term_stats import TermStats
 from cograg.index.vectors import VectorIndex
-
-DB_NAME = "cograg.db"
-
-# Each migration moves the schema from version i to i+1; never edit a released one.
-MIGRATIONS: list[str] = [
-    """
-    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-    CREATE TABLE roots (path TEXT PRIMARY KEY, added_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP);
-    CREATE TABLE documents (
-        doc_id TEXT PRIMARY KEY,
-        source_path TEXT NOT NULL UNIQUE,
-        root TEXT,
-        content_hash TEXT NOT NULL,
-        doc_type TEXT NOT NULL,
-        title TEXT NOT NULL,
-        size_bytes INTEGER NOT NULL,
-        updated_at TEXT NOT NULL,
-        ingested_at TEXT NOT NULL,
-        chunker TEXT NOT NULL,
-        chunk_count INTEGER NOT NULL,
-        metadata TEXT NOT NULL DEFAULT '{}'
-    );
-    CREATE INDEX documents_root ON documents(root);
-    CREATE TABLE document_tags (
-        doc_id TEXT NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
-        tag TEXT NOT NULL,
-        PRIMARY KEY (doc_id, tag)
-    );
-    CREATE TABLE document_acl (
-        doc_id TEXT NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
-        grp TEXT NOT NULL,
-        PRIMARY KEY (doc_id, grp)
-    );
-    CREATE INDEX document_acl_grp ON document_acl(grp);
-    CREATE TABLE chunks (
-        id INTEGER PRIMARY KEY,
-        chunk_id TEXT NOT NULL UNIQUE,
-        doc_id TEXT NOT NULL REFERENCES documents(doc_id) ON DELETE CASCADE,
-        seq INTEGER NOT NULL,
-        text TEXT NOT NULL,
-        start INTEGER NOT NULL,
-        end INTEGER NOT NULL,
-        orig_start INTEGER NOT NULL,
-        orig_end INTEGER NOT NULL,
-        heading_path TEXT NOT NULL DEFAULT '[]',
-        page INTEGER,
-        token_count INTEGER NOT NULL,
-        metadata TEXT NOT NULL DEFAULT '{}',
-        UNIQUE (doc_id, seq)
-    );
-    """,
-    # 2: keyword index (FTS5 over analysed terms, rowid = chunks.id), dense vectors and the
-    # embedding cache keyed by the hash of the embedded text.
-    """
-    CREATE VIRTUAL TABLE chunks_fts USING fts5(terms, tokenize='unicode61 remove_diacritics 0');
-    CREATE TABLE chunk_vectors (
-        chunk_rowid INTEGER PRIMARY KEY REFERENCES chunks(id) ON DELETE CASCADE,
-        vec BLOB NOT NULL
-    );
-    CREATE TABLE embedding_cache (
-        model TEXT NOT NULL,
-        text_hash TEXT NOT NULL,
-        vec BLOB NOT NULL,
-        PRIMARY KEY (model, text_hash)
-    ) WITHOUT ROWID;
-    CREATE TRIGGER chunks_fts_delete AFTER DELETE ON chunks BEGIN DELETE FROM chunks_fts WHERE rowid = old.id; END;
-    """,
-    # 3: answer traces (SPEC F5)
-    """
-    CREATE TABLE traces (
-        trace_id TEXT PRIMARY KEY,
-        created_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP,
-        kind TEXT NOT NULL,
-        question TEXT NOT NULL,
-        data TEXT NOT NULL
-    );
-    CREATE INDEX traces_created ON traces(created_at);
-    """,
-    # 4: a root remembers the tags and ACL it was ingested with, so a re-sync keeps them
-    """
-    ALTER TABLE roots ADD COLUMN tags TEXT NOT NULL DEFAULT '[]';
-    ALTER TABLE roots ADD COLUMN acl TEXT NOT NULL DEFAULT '[]';
-    """,
-]
-SCHEMA_VERSION = len(MIGRATIONS)
-
-
-def _connect(path: Path) -> SerializedConnection:
-    conn = SerializedConnection(sqlite3.connect(str(path), timeout=30.0, isolation_level=None,
-                                                check_same_thread=False))
-    conn.row_factory = sqlite3.Row
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")  # durable across process crashes in WAL mode
-    conn.execute("PRAGMA foreign_keys=ON")
-    conn.execute("PRAGMA busy_timeout=30000")
-    return conn
-
-
-@contextmanager
-def immediate_transaction(conn: Any) -> Iterator[sqlite3.Connection]:
-    """One write transaction on `conn`, taken at once (BEGIN IMMEDIATE, so a concurrent writer
-    waits here rather than failing at its first write); rolled back on any exception."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield conn
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    conn.execute("COMMIT")
 
 
 class SQLiteStore:
@@ -160,9 +60,9 @@ class SQLiteStore:
             raise StoreError(f"no store at {self.directory} (run `cograg ingest` first)")
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            self.conn = _connect(db)
-            self._migrate()
-            self._check_analyzer()
+            self.conn = connect(db)
+            migrate(self.conn)
+            check_analyzer(self.conn)
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"cannot open store {db}: {exc}") from exc
         except OSError as exc:
@@ -170,70 +70,26 @@ class SQLiteStore:
 
     # ------------------------------------------------------------------ schema
     def schema_version(self) -> int:
-        return int(self.conn.execute("PRAGMA user_version").fetchone()[0])
-
-    def _migrate(self) -> None:
-        current = self.schema_version()
-        if current > SCHEMA_VERSION:
-            raise StoreError(
-                f"store schema version {current} is newer than this cograg supports ({SCHEMA_VERSION})"
-            )
-        for version in range(current, SCHEMA_VERSION):
-            with self.transaction():
-                for stmt in MIGRATIONS[version].split(";\n"):
-                    if stmt.strip():
-                        self.conn.execute(stmt)
-                self.conn.execute(f"PRAGMA user_version={version + 1}")
-
-    def _check_analyzer(self) -> None:
-        """Keyword terms depend on the analyser; rebuild them when it changed since indexing."""
-        if self.get_meta("analyzer") == ANALYZER_VERSION:
-            return
-        from cograg.index.indexing import index_text
-
-        with self.transaction() as conn:
-            conn.execute("DELETE FROM chunks_fts")
-            rows = conn.execute("SELECT c.*, d.title AS doc_title FROM chunks c JOIN documents d USING(doc_id)")
-            batch: list[tuple[int, str]] = []
-            for row in rows:
-                data = dict(row)
-                title = data.pop("doc_title")
-                batch.append((int(data["id"]), fts_document(index_text(_chunk_from_row(data), title))))
-                if len(batch) >= 1000:
-                    conn.executemany("INSERT INTO chunks_fts(rowid, terms) VALUES(?, ?)", batch)
-                    batch.clear()
-            conn.executemany("INSERT INTO chunks_fts(rowid, terms) VALUES(?, ?)", batch)
-            self.set_meta("analyzer", ANALYZER_VERSION)
+        return sqlite_schema.schema_version(self.conn)
 
     def transaction(self) -> AbstractContextManager[sqlite3.Connection]:
         return immediate_transaction(self.conn)
 
     # ------------------------------------------------------------------ meta
     def get_meta(self, key: str) -> str | None:
-        row = self.conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
-        return None if row is None else str(row[0])
+        return sqlite_schema.get_meta(self.conn, key)
 
     def set_meta(self, key: str, value: str) -> None:
-        self.conn.execute("INSERT INTO meta(key, value) VALUES(?, ?) "
-                          "ON CONFLICT(key) DO UPDATE SET value=excluded.value", (key, value))
+        sqlite_schema.set_meta(self.conn, key, value)
 
     # ------------------------------------------------------------------ documents
-    def _doc_from_row(self, row: sqlite3.Row) -> Document:
-        tags = [r[0] for r in self.conn.execute(
-            "SELECT tag FROM document_tags WHERE doc_id=? ORDER BY tag", (row["doc_id"],))]
-        acl = [r[0] for r in self.conn.execute(
-            "SELECT grp FROM document_acl WHERE doc_id=? ORDER BY grp", (row["doc_id"],))]
-        data = dict(row)
-        data["metadata"] = json.loads(data["metadata"])
-        return Document(**data, tags=tags, acl=acl)
-
     def get_document(self, doc_id: str) -> Document | None:
         row = self.conn.execute("SELECT * FROM documents WHERE doc_id=?", (doc_id,)).fetchone()
-        return None if row is None else self._doc_from_row(row)
+        return None if row is None else document_from_row(self.conn, row)
 
     def get_document_by_path(self, source_path: str) -> Document | None:
         row = self.conn.execute("SELECT * FROM documents WHERE source_path=?", (source_path,)).fetchone()
-        return None if row is None else self._doc_from_row(row)
+        return None if row is None else document_from_row(self.conn, row)
 
     def find_documents(self, ref: str) -> list[Document]:
         """Documents matching a doc id, a doc id prefix (4+ characters), or a source path."""
@@ -244,7 +100,7 @@ class SQLiteStore:
             "SELECT * FROM documents WHERE doc_id=? OR source_path=? OR doc_id LIKE ? ESCAPE '\\' "
             "ORDER BY source_path", (ref, ref, prefix)).fetchall()
         exact = [r for r in rows if r["doc_id"] == ref or r["source_path"] == ref]
-        return [self._doc_from_row(r) for r in (exact or rows)]
+        return [document_from_row(self.conn, r) for r in (exact or rows)]
 
     def list_documents(self, *, under: str | None = None) -> list[Document]:
         if under is None:
@@ -254,25 +110,25 @@ class SQLiteStore:
             rows = self.conn.execute(
                 "SELECT * FROM documents WHERE source_path=? OR substr(source_path, 1, ?)=? "
                 "ORDER BY source_path", (under, len(prefix), prefix)).fetchall()
-        return [self._doc_from_row(r) for r in rows]
+        return [document_from_row(self.conn, r) for r in rows]
 
     def iter_chunks(self, doc_id: str) -> Iterator[Chunk]:
         for row in self.conn.execute("SELECT * FROM chunks WHERE doc_id=? ORDER BY seq", (doc_id,)):
-            yield _chunk_from_row(row)
+            yield chunk_from_row(row)
 
     def get_chunk(self, chunk_id: str) -> Chunk | None:
         row = self.conn.execute("SELECT * FROM chunks WHERE chunk_id=?", (chunk_id,)).fetchone()
-        return None if row is None else _chunk_from_row(row)
+        return None if row is None else chunk_from_row(row)
 
     @contextmanager
-    def write_document(self, doc: Document) -> Iterator[_SQLiteDocumentWriter]:
+    def write_document(self, doc: Document) -> Iterator[SQLiteDocumentWriter]:
         """Replace (or add) `doc` and its chunks atomically. The chunk count is checked and
         recorded at commit, so a stored document always has exactly its chunks."""
         with self.transaction() as conn:
             conn.execute("DELETE FROM documents WHERE doc_id=? OR source_path=?",
                          (doc.doc_id, doc.source_path))
-            self._insert_doc_row(conn, doc)
-            writer = _SQLiteDocumentWriter(conn, doc.doc_id, self.indexer, doc.title)
+            insert_document_row(conn, doc)
+            writer = SQLiteDocumentWriter(conn, doc.doc_id, self.indexer, doc.title)
             yield writer
             conn.execute("UPDATE documents SET chunk_count=? WHERE doc_id=?", (writer.count, doc.doc_id))
             self._bump_generation(conn)
@@ -283,30 +139,13 @@ class SQLiteStore:
         """Fills the embedding cache ahead of document writes (see EmbeddingCacheFiller)."""
         return EmbeddingCacheFiller(self.indexer, self.conn, self.transaction, batch_size, on_batch)
 
-    def _insert_doc_row(self, conn: sqlite3.Connection, doc: Document) -> None:
-        conn.execute(
-            "INSERT INTO documents(doc_id, source_path, root, content_hash, doc_type, title, size_bytes,"
-            " updated_at, ingested_at, chunker, chunk_count, metadata) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
-            (doc.doc_id, doc.source_path, doc.root, doc.content_hash, doc.doc_type, doc.title,
-             doc.size_bytes, doc.updated_at, doc.ingested_at, doc.chunker, doc.chunk_count,
-             json.dumps(doc.metadata, ensure_ascii=False)))
-        self._write_tags_acl(conn, doc)
-
-    def _write_tags_acl(self, conn: sqlite3.Connection, doc: Document) -> None:
-        conn.execute("DELETE FROM document_tags WHERE doc_id=?", (doc.doc_id,))
-        conn.execute("DELETE FROM document_acl WHERE doc_id=?", (doc.doc_id,))
-        conn.executemany("INSERT INTO document_tags(doc_id, tag) VALUES(?, ?)",
-                         [(doc.doc_id, t) for t in sorted(set(doc.tags))])
-        conn.executemany("INSERT INTO document_acl(doc_id, grp) VALUES(?, ?)",
-                         [(doc.doc_id, g) for g in sorted(set(doc.acl))])
-
     def update_document_metadata(self, doc: Document) -> None:
         """Tags, ACL, root and timestamps changed but the content did not: no re-chunking."""
         with self.transaction() as conn:
             conn.execute("UPDATE documents SET root=?, updated_at=?, ingested_at=?, title=?, metadata=?"
                          " WHERE doc_id=?", (doc.root, doc.updated_at, doc.ingested_at, doc.title,
                                              json.dumps(doc.metadata, ensure_ascii=False), doc.doc_id))
-            self._write_tags_acl(conn, doc)
+            write_tags_acl(conn, doc)
             self._bump_generation(conn)
 
     def delete_document(self, doc_id: str) -> bool:
@@ -327,17 +166,8 @@ class SQLiteStore:
 
     # ------------------------------------------------------------------ search
     def allowed_doc_ids(self, groups: list[str]) -> set[str] | None:
-        """Documents a principal with `groups` may read: those without an ACL and those whose ACL
-        names one of the groups. None means no document in the store has an ACL (no filter)."""
-        if self.conn.execute("SELECT 1 FROM document_acl LIMIT 1").fetchone() is None:
-            return None
-        q = ("SELECT doc_id FROM documents d WHERE NOT EXISTS "
-             "(SELECT 1 FROM document_acl a WHERE a.doc_id = d.doc_id)")
-        params: list[str] = []
-        if groups:
-            q += f" UNION SELECT doc_id FROM document_acl WHERE grp IN ({','.join('?' * len(groups))})"
-            params = list(groups)
-        return {r[0] for r in self.conn.execute(q, params)}
+        """Documents a principal with `groups` may read; None: no document has an ACL (no filter)."""
+        return sqlite_search.allowed_doc_ids(self.conn, groups)
 
     def keyword_search(self, query: str, k: int, groups: list[str] | None = None,
                        doc_ids: list[str] | None = None) -> list[tuple[int, float]]:
@@ -387,27 +217,7 @@ class SQLiteStore:
         generation = self.generation()
         if self._bm25_in_memory(generation):
             return self.bm25_index.search(self.conn, generation, terms, k, groups, doc_ids)
-        match = fts_match(terms)
-        if match is None or k <= 0 or (doc_ids is not None and not doc_ids):
-            return []
-        # `+rowid` (not `rowid`) in the filters below: with a bare rowid SQLite drives the query from
-        # the IN list and runs the full-text match once per allowed chunk (4 s per query at 10k chunks
-        # with an ACL); the unary plus makes it match once and filter the matches
-        sql = "SELECT rowid, bm25(chunks_fts) AS s FROM chunks_fts WHERE chunks_fts MATCH ?"
-        params: list[object] = [match]
-        if doc_ids is not None:
-            sql += f" AND +rowid IN (SELECT id FROM chunks WHERE doc_id IN ({','.join('?' * len(doc_ids))}))"
-            params += list(doc_ids)
-        if groups is not None and self.conn.execute("SELECT 1 FROM document_acl LIMIT 1").fetchone():
-            marks = ",".join("?" * len(groups)) or "NULL"
-            sql += (" AND +rowid IN (SELECT c.id FROM chunks c JOIN documents d ON d.doc_id = c.doc_id"
-                    " WHERE NOT EXISTS (SELECT 1 FROM document_acl a WHERE a.doc_id = d.doc_id)"
-                    f" OR EXISTS (SELECT 1 FROM document_acl a WHERE a.doc_id = d.doc_id AND a.grp IN ({marks})))")
-            params += list(groups)
-        sql += " ORDER BY s LIMIT ?"
-        params.append(k)
-        # FTS5's bm25() is negative (smaller is better); flip it so every retriever says higher = better
-        return [(int(r[0]), -float(r[1])) for r in self.conn.execute(sql, params)]
+        return fts5_search(self.conn, terms, k, groups, doc_ids)
 
     def vector_search(self, query_vec: np.ndarray, k: int, groups: list[str] | None = None,
                       doc_ids: list[str] | None = None) -> list[tuple[int, float]]:
@@ -427,29 +237,8 @@ class SQLiteStore:
         for i in range(0, len(rowids), 500):
             part = rowids[i:i + 500]
             rows += self.conn.execute(f"SELECT * FROM chunks WHERE id IN ({','.join('?' * len(part))})", part)
-        docs = self._documents_by_id(list({r["doc_id"] for r in rows}))
-        return {int(r["id"]): (_chunk_from_row(r), docs[r["doc_id"]]) for r in rows}
-
-    def _documents_by_id(self, doc_ids: list[str]) -> dict[str, Document]:
-        """Documents with their tags and ACL in three queries per 500 (search hits span many
-        documents; one `get_document` each was most of a search's row loading)."""
-        out: dict[str, Document] = {}
-        for i in range(0, len(doc_ids), 500):
-            part = doc_ids[i:i + 500]
-            marks = ",".join("?" * len(part))
-            tags: dict[str, list[str]] = {d: [] for d in part}
-            acl: dict[str, list[str]] = {d: [] for d in part}
-            for doc_id, tag in self.conn.execute(
-                    f"SELECT doc_id, tag FROM document_tags WHERE doc_id IN ({marks}) ORDER BY tag", part):
-                tags[doc_id].append(tag)
-            for doc_id, grp in self.conn.execute(
-                    f"SELECT doc_id, grp FROM document_acl WHERE doc_id IN ({marks}) ORDER BY grp", part):
-                acl[doc_id].append(grp)
-            for row in self.conn.execute(f"SELECT * FROM documents WHERE doc_id IN ({marks})", part):
-                data = dict(row)
-                data["metadata"] = json.loads(data["metadata"])
-                out[row["doc_id"]] = Document(**data, tags=tags[row["doc_id"]], acl=acl[row["doc_id"]])
-        return out
+        docs = documents_by_id(self.conn, list({r["doc_id"] for r in rows}))
+        return {int(r["id"]): (chunk_from_row(r), docs[r["doc_id"]]) for r in rows}
 
     def chunks_missing_vectors(self, limit: int = 100_000) -> list[tuple[int, Chunk, str]]:
         rows = self.conn.execute(
@@ -459,7 +248,7 @@ class SQLiteStore:
         for row in rows:
             data = dict(row)
             title = data.pop("doc_title")
-            out.append((int(data["id"]), _chunk_from_row(data), title))
+            out.append((int(data["id"]), chunk_from_row(data), title))
         return out
 
     def backfill_vectors(self, batch: int = 256) -> int:
@@ -469,7 +258,6 @@ class SQLiteStore:
         done = 0
         while todo := self.chunks_missing_vectors(batch):
             with self.transaction() as conn:
-                from cograg.index.indexing import index_text
                 vecs = self.indexer.embed_cached(conn, [index_text(c, t) for _, c, t in todo])
                 self.indexer.check_store(conn)
                 self.indexer._record_model(conn)
@@ -551,42 +339,9 @@ class SQLiteStore:
         self.close()
 
 
-class _SQLiteDocumentWriter:
-    def __init__(self, conn: sqlite3.Connection, doc_id: str, indexer: ChunkIndexer, title: str) -> None:
-        self.conn = conn
-        self.doc_id = doc_id
-        self.indexer = indexer
-        self.title = title
-        self.count = 0
-
-    def add_chunks(self, chunks: Iterable[Chunk]) -> None:
-        chunks_list = list(chunks)
-        rows = [
-            (c.chunk_id, self.doc_id, c.seq, c.text, c.start, c.end, c.orig_start, c.orig_end,
-             json.dumps(c.heading_path, ensure_ascii=False), c.page, c.token_count,
-             json.dumps(c.metadata, ensure_ascii=False))
-            for c in chunks_list
-        ]
-        self.conn.executemany(
-            "INSERT INTO chunks(chunk_id, doc_id, seq, text, start, end, orig_start, orig_end,"
-            " heading_path, page, token_count, metadata) VALUES(?,?,?,?,?,?,?,?,?,?,?,?)", rows)
-        if rows:
-            ids = dict(self.conn.execute(
-                "SELECT seq, id FROM chunks WHERE doc_id=? AND seq BETWEEN ? AND ?",
-                (self.doc_id, rows[0][2], rows[-1][2])).fetchall())
-            self.indexer.index(self.conn, [(ids[c.seq], c) for c in chunks_list], self.title)
-        self.count += len(rows)
-
-
-def _chunk_from_row(row: sqlite3.Row | dict) -> Chunk:
-    data = dict(row)
-    data.pop("id", None)
-    data["heading_path"] = json.loads(data["heading_path"])
-    data["metadata"] = json.loads(data["metadata"])
-    # rows were validated on the way in; re-validating on every search read is the hot path
-    return Chunk.model_construct(**data)
-
-
 def open_store(directory: Path | str, *, create: bool = True,
                indexer: ChunkIndexer | None = None) -> SQLiteStore:
     return SQLiteStore(Path(directory), create=create, indexer=indexer)
+
+
+__all__ = ["DB_NAME", "MIGRATIONS", "SCHEMA_VERSION", "SQLiteStore", "immediate_transaction", "open_store"]
