@@ -33,7 +33,6 @@ from cograg.models.embedder import (  # noqa: E402
     E5Embedder,
     Embedder,
     MiniLMEmbedder,
-    OpenAIEmbedder,
     SentenceTransformerEmbedder,
     get_embedder,
 )
@@ -47,6 +46,7 @@ from cograg.models.llm import (  # noqa: E402
     OpenAICompatLLM,
     get_llm,
 )
+from cograg.models.openai_embedder import OpenAIEmbedder  # noqa: E402
 from cograg.models.reranker import (  # noqa: E402
     CrossEncoderReranker,
     NoReranker,
