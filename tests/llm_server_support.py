@@ -23,7 +23,7 @@ def serve_gguf(model: Path, log_path: Path, *, n_ctx: int = 2048, start_timeout_
     port, threads = free_port(), threads_for_next_job()
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
+            [sys.executable, "-m", "cograg.models.llm.llama_server", "--model", str(model), "--host", "127.0.0.1",
              "--port", str(port), "--n_ctx", str(n_ctx), "--model_alias", ALIAS,
              "--n_threads", str(threads), "--n_threads_batch", str(threads)],
             stdout=log, stderr=subprocess.STDOUT)

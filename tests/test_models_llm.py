@@ -944,31 +944,38 @@ def test_prefix_state_survives_a_new_process_and_changes_nothing(fast_model_path
 
 
 @slow
-def test_grammar_last_sampling_gives_the_chain_s_tokens(fast_model_path):
+def test_grammar_last_sampling_gives_the_chain_s_tokens(fast_model_path, monkeypatch):
     """The one-candidate grammar check (models/llm/grammar_sampling.py) must produce exactly the
     tokens of llama-cpp-python's full masked pass, both where the model's argmax fits the grammar
-    and where the grammar has to overrule it."""
+    and where the grammar has to overrule it. The patched model is built the way
+    `python -m cograg.models.llm.llama_server` builds its models: a `llama_cpp.Llama` subclass whose
+    greedy grammar-bound requests are sampled grammar-last, without the server's default
+    repeat_penalty of 1.1 (so they must equal the stock sampler's tokens at 1.0)."""
     import llama_cpp
     from llama_cpp.llama_grammar import LlamaGrammar
 
-    from cograg.models.llm import grammar_sampling
+    from cograg.models.llm import grammar_sampling, llama_server
 
-    plain = llama_cpp.Llama(model_path=str(fast_model_path), n_ctx=1024, n_threads=2, verbose=False)
+    stock = llama_cpp.Llama
+    monkeypatch.setattr(llama_cpp, "Llama", stock)  # restored after the test
+    llama_server.patch_llama_class()
+    llama_server.patch_llama_class()  # idempotent: one subclass, not a chain
+    assert llama_cpp.Llama is not stock and llama_cpp.Llama.__bases__ == (stock,)
+    plain = stock(model_path=str(fast_model_path), n_ctx=1024, n_threads=2, verbose=False)
     patched = llama_cpp.Llama(model_path=str(fast_model_path), n_ctx=1024, n_threads=2, verbose=False)
-    grammar_sampling.install(patched)
     cases = [
         # a grammar the model follows on its own: almost every token passes the one-candidate check
         ('Reply as JSON {"city": ..., "country": ...}: where is the Eiffel Tower?',
          'root ::= "{\\"city\\": \\"" [A-Za-z ]+ "\\", \\"country\\": \\"" [A-Za-z ]+ "\\"}"'),
         # a grammar against the model's wish: the answer must be digits, the model wants words
-        ("Write a short poem about rivers.", 'root ::= [0-9]+ " apples"'),
+        ("Write a short poem about rivers.", 'root ::= [0-9] [0-9]? [0-9]? " apples"'),
     ]
     samplers = []
     for prompt, gbnf in cases:
         texts = []
-        for llama in (plain, patched):
+        for llama, penalty in ((plain, 1.0), (patched, 1.1)):
             tokens = llama.tokenize(prompt.encode(), special=True)
-            out = llama.create_completion(prompt=tokens, max_tokens=24, temperature=0.0, repeat_penalty=1.0,
+            out = llama.create_completion(prompt=tokens, max_tokens=24, temperature=0.0, repeat_penalty=penalty,
                                           grammar=LlamaGrammar.from_string(gbnf, verbose=False))
             texts.append(out["choices"][0]["text"])
         samplers.append(patched._sampler)
@@ -976,5 +983,8 @@ def test_grammar_last_sampling_gives_the_chain_s_tokens(fast_model_path):
     assert isinstance(samplers[0], grammar_sampling.GrammarLastGreedySampler)
     assert samplers[0].checked_one > samplers[0].checked_all
     assert samplers[1].checked_all >= 1  # the fallback to the full pass was exercised
+    patched.create_completion(prompt="Hello", max_tokens=2, temperature=0.8, seed=1)  # sampled: stock chain
+    assert not isinstance(patched._sampler, grammar_sampling.GrammarLastGreedySampler)
     plain.close()
     patched.close()
+

@@ -70,15 +70,18 @@ class GrammarLastGreedySampler:
         self._chain.close()
 
 
-def install(llama: Any) -> None:
-    """Route `llama`'s greedy grammar-bound generations through `GrammarLastGreedySampler`."""
+def install(llama: Any, *, ignore_repeat_penalty: bool = False) -> None:
+    """Route `llama`'s greedy grammar-bound generations through `GrammarLastGreedySampler`.
+
+    `ignore_repeat_penalty` also routes greedy grammar-bound requests that ask for a repetition
+    penalty (llama_cpp.server's default is 1.1), sampling them without it."""
     original = llama._init_sampler
 
     def init_sampler(**kwargs: Any) -> Any:
         grammar = kwargs.get("grammar")
         neutral = (
             kwargs.get("logits_processor") is None
-            and float(kwargs.get("repeat_penalty", 1.0)) == 1.0
+            and (ignore_repeat_penalty or float(kwargs.get("repeat_penalty", 1.0)) == 1.0)
             and float(kwargs.get("frequency_penalty", 0.0)) == 0.0
             and float(kwargs.get("presence_penalty", 0.0)) == 0.0
             and int(kwargs.get("mirostat_mode", 0)) == 0
