@@ -36,11 +36,14 @@ browser:
 redis:
 	@bash scripts/install_redis.sh
 
+# The fast tier runs on two workers (mostly single-threaded Python, it takes half the time); the
+# slow tier's model jobs each use every free core, so they run one at a time.
 test: setup browser redis
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not slow" -n 2 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m slow $(PYTEST_ARGS)
 
 test-fast: setup browser redis
-	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m "not slow" -n 2 $(PYTEST_ARGS)
 
 # the HTTP API and web page over the demo store (make demo ingests it): http://127.0.0.1:8000
 serve: setup
