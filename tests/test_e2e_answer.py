@@ -73,7 +73,8 @@ def test_default_model_answers_the_demo_question_with_verified_citations(tmp_pat
     assert refused.fallback and not refused.grounded and refused.route == "REFUSED"
     # no answer is generated from evidence below the floor (the router's scoring call is allowed)
     assert not [c for c in eng.trace(refused.trace_id)["model_calls"] if c["purpose"] in ("generate", "verify")]
-    # one close to the corpus but unanswered in it reaches the model: refused or not, the contract holds
+    # one close to the corpus but unanswered in it (and asking for a secret: blocked by the router's
+    # risk rules since routing_rules@5): refused or not, the contract holds
     near = eng.ask("What is the Wi-Fi password of the Lindenport tram depot?")
     assert_contract_holds(eng, near, may_refuse=True)
     eng.close()

@@ -328,7 +328,7 @@ def test_preflight_floor_is_the_answerers_refusal_floor() -> None:
     hit = ["The Linden Bridge has seven stone arches."]
     above = AnswerConfig().min_evidence_cosine + 0.01
     assert preflight(result(q, hit, above), q, load_rules()).sufficient
-    strict = AnswerConfig(min_evidence_cosine=above + 0.04)
+    strict = AnswerConfig(min_evidence_cosine=above + 0.02)  # within the rewrite margin: R2 tries
     assert not preflight(result(q, hit, above), q, load_rules(), strict).sufficient
     router = Router(load_rules(), search=lambda s: result(s, hit, above), floors=strict)
     assert router.route(q).mode == "R2_MULTI_RETRIEVE"
@@ -339,9 +339,24 @@ def test_router_preflight_picks_r1_or_r2() -> None:
     good = Router(load_rules(), search=lambda s: result(s, ["The Linden Bridge has seven stone arches."], 0.9))
     d = good.route(q)
     assert (d.route, d.mode) == ("DOC_GROUNDED", "R1_ONE_SHOT_RETRIEVE") and d.sufficiency and d.sufficiency.sufficient
-    weak = Router(load_rules(), search=lambda s: result(s, ["Tram fares rose in 2019."], 0.7))
-    d = weak.route(q)
+    weak = Router(load_rules(), search=lambda s: result(s, ["Tram fares rose in 2019."], 0.9))
+    d = weak.route(q)  # a good score, but the hits do not cover the question: rewrites may find better
     assert d.mode == "R2_MULTI_RETRIEVE" and d.sufficiency and not d.sufficiency.sufficient
+    floor, margin = AnswerConfig().min_evidence_cosine, load_rules().sufficiency["en"].rewrite_margin
+    assert margin is not None and margin > 0
+    near = Router(load_rules(), search=lambda s: result(s, ["The Linden Bridge has seven arches."], floor - margin + 0.005))
+    d = near.route(q)  # just under the floor, within the margin: R2's rewrites
+    assert d.mode == "R2_MULTI_RETRIEVE" and not d.sufficiency.beyond_rewrite
+    far = Router(load_rules(), search=lambda s: result(s, ["The Linden Bridge has seven arches."], floor - margin - 0.005))
+    d = far.route(q)  # off the corpus: R1, whose gate refuses before any model call
+    assert (d.route, d.mode) == ("DOC_GROUNDED", "R1_ONE_SHOT_RETRIEVE") and d.sufficiency.beyond_rewrite
+    assert not d.sufficiency.sufficient and any("below the refusal floor -> R1" in r for r in d.reasons)
+    # the margin is calibrated on cosines: a reranker score never skips the rewrites; None turns it off
+    rr = preflight(result(q, ["The Linden Bridge has seven arches."], -5.0, "reranker:x"), q, load_rules())
+    assert not rr.sufficient and not rr.beyond_rewrite
+    off = load_rules()
+    off.sufficiency["en"].rewrite_margin = None
+    assert Router(off, search=lambda s: result(s, ["x"], 0.1)).route(q).mode == "R2_MULTI_RETRIEVE"
 
     def broken(s: str) -> SearchResult:
         raise RuntimeError("index offline")

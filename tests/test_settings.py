@@ -128,8 +128,10 @@ def test_a_turn_decides_its_route_before_the_llm_loads(tmp_path: Path, monkeypat
     monkeypatch.setattr(llms, "get_llm", load)
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "bridge.md").write_text("# Linden Bridge\n\nThe Linden Bridge has seven arches.\n")
-    with Engine.open(tmp_path / "store", settings=Settings(verification={"judge": "llm"}),
-                     embedder=HashingEmbedder()) as engine:
+    # floors at 0: the hashing embedder's cosines are not calibrated, and a question far below the
+    # floor is refused at the gate, before any model loads
+    settings = Settings(verification={"judge": "llm"}, answer={"min_evidence_cosine": 0.0})
+    with Engine.open(tmp_path / "store", settings=settings, embedder=HashingEmbedder()) as engine:
         engine.ingest([tmp_path / "docs"])
         bus = EventBus()
         bus.subscribe(lambda ev: events.append((ev.name, len(loads))))

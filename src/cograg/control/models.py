@@ -52,6 +52,8 @@ class Sufficiency(BaseModel):
     coverage: float = 0.0
     score: float = 0.0
     sufficient: bool = False
+    # the best score lies more than the rewrite margin below the refusal floor: no rewrite is tried
+    beyond_rewrite: bool = False
 
 
 class RouteDecision(BaseModel):

@@ -103,6 +103,9 @@ class SufficiencyThresholds(BaseModel):
 
     min_hits: int = Field(1, ge=0)
     min_coverage: Unit = 0.5
+    rewrite_margin: float | None = Field(
+        0.03, ge=0.0, description="R2's query rewrites are tried only when the best cosine is at most this far "
+        "below the refusal floor; further below, R1's gate refuses at once (None: always try rewrites)")
 
 
 class RoutingRules(BaseModel):
@@ -693,8 +696,12 @@ def preflight(result: SearchResult, question: str, rules: RoutingRules | None = 
     source = result.evidence_source
     ratios = [min(1.0, hits / th.min_hits) if th.min_hits > 0 else 1.0,
               min(1.0, coverage / th.min_coverage) if th.min_coverage > 0 else 1.0]
+    beyond_rewrite = False
     if top is not None:
         floor = (floors or AnswerConfig()).evidence_floor(chinese=is_chinese(question), source=source)
+        # the margin is calibrated on cosine scores; reranker logits have their own scale
+        beyond_rewrite = (th.rewrite_margin is not None and not (source or "").startswith("reranker")
+                          and top < floor - th.rewrite_margin)
         if top >= floor:
             ratios.append(1.0)
         else:
@@ -705,7 +712,7 @@ def preflight(result: SearchResult, question: str, rules: RoutingRules | None = 
     score = round(min(ratios), 4)
     sufficient = hits >= max(1, th.min_hits) and score >= 1.0
     return Sufficiency(hits=hits, top_score=top, top_score_source=source, coverage=coverage, score=score,
-                       sufficient=sufficient)
+                       sufficient=sufficient, beyond_rewrite=beyond_rewrite)
 
 
 # --------------------------------------------------------------------------- the router
@@ -817,6 +824,12 @@ class Router:
         if suff.sufficient:
             reasons.append(f"DOC_GROUNDED: preflight sufficient (hits={suff.hits}, top={suff.top_score}, "
                            f"coverage={suff.coverage:.2f}) -> R1")
+            return decide("DOC_GROUNDED", "R1_ONE_SHOT_RETRIEVE", sufficiency=suff)
+        if suff.beyond_rewrite:
+            # rewrites cost several model calls and, on the calibration split, no answerable question
+            # scored this far below the floor: R1's gate refuses before any model call
+            reasons.append(f"DOC_GROUNDED: preflight top={suff.top_score} more than "
+                           f"{rules.sufficiency_for(question).rewrite_margin} below the refusal floor -> R1 (refuses)")
             return decide("DOC_GROUNDED", "R1_ONE_SHOT_RETRIEVE", sufficiency=suff)
         reasons.append(f"DOC_GROUNDED: preflight insufficient (hits={suff.hits}, top={suff.top_score}, "
                        f"coverage={suff.coverage:.2f}) -> R2")
