@@ -13,7 +13,7 @@ import pytest
 
 from cograg.answer.answerer import AnswerConfig
 from cograg.config import Settings
-from cograg.control.corrective import GRADE_OVERRIDDEN, DocumentGrader, SelfCorrectiveLoop
+from cograg.control.corrective import ANSWER_RETRIED, GRADE_OVERRIDDEN, DocumentGrader, QueryRewriter, SelfCorrectiveLoop
 from cograg.control.models import ControlBudget
 from cograg.engine import Engine
 from cograg.models.judge import JudgeVerdict
@@ -167,3 +167,112 @@ def test_r2_refuses_when_grading_rejects_everything_and_the_evidence_is_weak(eng
                budget=ControlBudget(max_rewrite_attempts=0))
     assert resp.fallback and "answer" not in brain.kinds
     assert eng.trace(resp.trace_id)["loop"]["answered_from"] == "none"
+
+
+# ---------------------------------------------------------------- never worse than R1 on the same retrieval
+
+
+class Refusal:
+    """What `generate` returns in these loop tests: an answer or a refusal (`fallback`)."""
+
+    def __init__(self, docs: list[str], fallback: bool) -> None:
+        self.docs, self.fallback, self.answer = docs, fallback, "" if fallback else "an answer"
+
+
+def passing_grader(passes: set[str], n: int = 50) -> ScriptedLLM:
+    def grade(messages: Any) -> str:
+        text = messages[-1].content
+        ok = any(p in text for p in passes)
+        return json.dumps({"is_relevant": ok, "confidence": 0.8 if ok else 0.0, "reasoning": "r"})
+    return ScriptedLLM([grade] * n)
+
+
+def retry_run(evidence: float | None, *, refuse_graded: bool, passes: set[str],
+              rewriter: Any = None) -> tuple[Any, list[list[str]], list[str], Search, ScriptedLLM]:
+    hits = [hit("a", "Shirley Temple played Corliss Archer in Kiss and Tell.", "Kiss and Tell (1945 film)"),
+            hit("b", "Shirley Temple Black served as Chief of Protocol of the United States.", "Shirley Temple")]
+    calls: list[list[str]] = []
+    events: list[str] = []
+
+    def generate(q: str, docs: list[SearchHit]) -> Refusal:
+        ids = [d.chunk_id for d in docs]
+        calls.append(ids)
+        # the graded answer (first call) refuses when asked to; an answer from both paragraphs does not
+        return Refusal(ids, fallback=refuse_graded and len(calls) == 1)
+
+    search, llm = Search(hits, evidence), passing_grader(passes)
+    loop = SelfCorrectiveLoop(search, DocumentGrader(llm, timeout_s=5), rewriter,
+                              ControlBudget(max_rewrite_attempts=0 if rewriter is None else 2), generate=generate,
+                              on_event=lambda name, data: events.append(name),
+                              evidence_ok=lambda r: (r.evidence_score is not None
+                                                     and r.evidence_score >= AnswerConfig().min_evidence_cosine),
+                              refused=lambda result: result.fallback)
+    return loop.run(TWO_HOP), calls, events, search, llm
+
+
+def test_a_refused_graded_answer_is_answered_again_from_the_first_search_when_its_evidence_is_strong():
+    # the grader passes one hop ("Kiss and Tell") and rejects the other; the answer from that hop alone refuses
+    state, calls, events, _, _ = retry_run(0.9, refuse_graded=True, passes={"Kiss and Tell (1945 film)"})
+    assert calls == [["a"], ["a", "b"]]  # graded documents first, then R1's evidence: the first search, in order
+    assert state.answered_from == "retrieved" and not state.generation_result.fallback
+    assert any(p.startswith("answer_from:retrieved(after refusal") for p in state.decision_path)
+    assert events.count("GENERATED") == 2 and events.index(ANSWER_RETRIED) < len(events) - 1
+
+
+def test_no_second_answer_when_the_graded_answer_stands_or_the_evidence_is_weak_or_nothing_differs():
+    _, calls, events, _, _ = retry_run(0.9, refuse_graded=False, passes={"Kiss and Tell (1945 film)"})
+    assert calls == [["a"]] and ANSWER_RETRIED not in events
+    # below the refusal floor R1 would refuse too: the refusal stands
+    state, calls, events, _, _ = retry_run(0.5, refuse_graded=True, passes={"Kiss and Tell (1945 film)"})
+    assert len(calls) == 1 and ANSWER_RETRIED not in events and state.generation_result.fallback
+    # every document passed, in the first search's order: a second answer would repeat the first
+    state, calls, events, _, _ = retry_run(0.9, refuse_graded=True, passes={"Shirley Temple"})
+    assert calls == [["a", "b"]] and ANSWER_RETRIED not in events and state.answered_from == "graded"
+
+
+def test_a_search_below_the_refusal_floor_is_not_graded_and_goes_straight_to_a_rewrite():
+    rewrites = ScriptedLLM([json.dumps({"rewritten_query": f"Corliss Archer actress office {i}"}) for i in range(3)])
+    state, calls, events, search, grader = retry_run(0.5, refuse_graded=True, passes={"Kiss and Tell"},
+                                                      rewriter=QueryRewriter(rewrites, timeout_s=5))
+    assert grader.calls == [] and state.grades == []  # no grader call for evidence nothing is answered from
+    assert state.skipped_grading == [0, 1, 2] and len(search.queries) == 3 and len(rewrites.calls) == 2
+    assert state.decision_path.count("grade:skipped(evidence below the refusal floor)") == 3
+    assert calls == [[]] and state.answered_from == "none"  # the caller refuses
+
+
+def test_a_search_without_a_calibrated_score_is_graded_as_before():
+    state, _, _, _, grader = retry_run(None, refuse_graded=False, passes={"Kiss and Tell (1945 film)"})
+    assert len(grader.calls) == 2 and state.skipped_grading == []
+
+
+def test_r2_turn_answers_from_the_first_search_when_the_graded_answer_is_a_refusal(eng: Engine):
+    # the grader passes only the Rhine paragraph for a Linden question: the graded answer cannot answer
+    brain = Brain(grade=lambda q, doc: {"is_relevant": "Rhine" in doc, "confidence": 0.8 if "Rhine" in doc else 0.0,
+                                        "reasoning": "r"})
+    resp = ask(eng, brain, "When did the Linden Bridge open?", mode="R2", budget=ControlBudget(max_rewrite_attempts=0))
+    assert not resp.fallback and "1811" in resp.answer
+    assert_verified(resp)
+    t = eng.trace(resp.trace_id)
+    assert t["loop"]["answered_from"] == "retrieved" and brain.kinds.count("answer") >= 2
+    assert any(p.startswith("answer_from:retrieved(after refusal") for p in t["loop"]["decision_path"])
+    names = [e["name"] for e in t["events"]]
+    assert names.index("REFUSED") < names.index("ANSWER_RETRIED") < names.index("ANSWER_READY")
+    assert t["states"][-1] == "DONE" and not t["outcome"].get("anomalies") and "reason" not in t["outcome"]
+
+
+def test_r2_turn_whose_retried_answer_fails_verification_still_refuses(eng: Engine):
+    def answer(q: str, text: str) -> dict:
+        n = block_with(text, "opened in 1811")
+        if n is None:
+            return {"answer": "The documents do not say.", "citations": [], "fallback": True}
+        return {"answer": f"The Linden Bridge opened to great crowds in 1811 [{n}].",
+                "citations": [{"id": n, "quote": "The Linden Bridge opened in 1811."}], "fallback": False}
+
+    brain = Brain(grade=lambda q, doc: {"is_relevant": "Rhine" in doc, "confidence": 0.8 if "Rhine" in doc else 0.0,
+                                        "reasoning": "r"}, answer=answer)
+    resp = ask(eng, brain, "When did the Linden Bridge open?", mode="R2", judge=Unrelated(),
+               budget=ControlBudget(max_rewrite_attempts=0))
+    assert resp.fallback and not resp.grounded
+    t = eng.trace(resp.trace_id)
+    assert t["loop"]["answered_from"] == "retrieved" and t["states"][-1] == "REFUSED"
+    assert [c.verdict for c in resp.claims] == ["UNRELATED"]  # the retried answer was judged, and rejected

@@ -15,7 +15,15 @@ documents that passed. The models propose; this module decides:
   stage's refusal floor (`evidence_ok`), the answer is made from that search's documents, as R1
   would, instead of a refusal; the claim verifier still decides what is delivered. A small grader
   can reject documents a calibrated retrieval score vouches for (both gold paragraphs of a two-hop
-  question); the state records the decision (`answered_from`, decision path `answer_from:retrieved`).
+  question); the state records the decision (`answered_from`, decision path `answer_from:retrieved`);
+- R2 never does worse than R1 would on the same retrieval: when the answer from the graded documents is
+  a refusal (`refused(result)`) and the first search's evidence clears the refusal floor, the answer
+  is made once more from that search's documents, exactly what R1 answers from (decision path
+  `answer_from:retrieved(after refusal)`); the verifier still decides;
+- a search whose calibrated evidence score is below the refusal floor is not graded: nothing would
+  be answered from it, so the loop goes straight to a rewrite (unanswerable questions, which the
+  router sends here when the preflight misses the floor, cost rewrites only, not five grader calls
+  per attempt). A search without a calibrated score (keyword-only) is graded as before.
 
 The grader is shown the question's entities (`answer.subject.question_entities`) and each
 document's title and source, so it can tell a document about one step of a multi-step question
@@ -70,6 +78,7 @@ GRADED = "GRADED"
 QUERY_REWRITTEN = "QUERY_REWRITTEN"
 GENERATED = "GENERATED"
 GRADE_OVERRIDDEN = "GRADE_OVERRIDDEN"  # nothing passed grading; the answer uses the retrieved evidence
+ANSWER_RETRIED = "ANSWER_RETRIED"  # the graded answer was a refusal; answered again from the first search
 
 StopReason = Literal[
     "grade_passed",  # the pass rate reached the threshold
@@ -186,8 +195,11 @@ class SCRAGState(BaseModel):
     current_rewrite_count: int = 0
     # generation
     answered_from: Literal["graded", "retrieved", "none"] = Field(
-        "none", description="graded: the documents that passed; retrieved: nothing passed, the first search's "
-        "documents because its evidence score cleared the refusal floor; none: no documents")
+        "none", description="graded: the documents that passed; retrieved: the first search's documents, "
+        "because nothing passed or the graded answer was a refusal, and its evidence score cleared the "
+        "refusal floor; none: no documents")
+    skipped_grading: list[int] = Field(
+        default_factory=list, description="attempts whose search was not graded: evidence below the refusal floor")
     initial_evidence_score: float | None = Field(None, description="the first search's best evidence score")
     generation_result: Any = None
     final_answer: str = ""
@@ -413,6 +425,7 @@ class _Stop(Exception):
 SearchFn = Callable[[str], SearchResult]
 EvidenceCheck = Callable[[SearchResult], bool]
 GenerateFn = Callable[[str, list[SearchHit]], Any]
+RefusalCheck = Callable[[Any], bool]
 EventFn = Callable[[str, dict[str, Any]], None]
 
 
@@ -430,14 +443,17 @@ class SelfCorrectiveLoop:
 
     `evidence_ok(result)` says whether a search result's evidence score clears the answer stage's
     refusal floor. When no document passed grading and the first search's does, `generate` gets
-    that search's documents (`answered_from="retrieved"`) instead of none.
+    that search's documents (`answered_from="retrieved"`) instead of none; a search with a
+    calibrated score below the floor is not graded. `refused(result)` says whether what `generate`
+    returned is a refusal: then, if the first search cleared the floor and its documents were not
+    what was answered from, `generate` runs once more on them (R1's evidence).
     """
 
     def __init__(self, search: SearchFn, grader: DocumentGrader, rewriter: QueryRewriter | None,
                  budget: ControlBudget | None = None, generate: GenerateFn | None = None,
                  on_event: EventFn | None = None, cancel: CancelToken | None = None, *,
                  similarity_threshold: float | None = None, evidence_ok: EvidenceCheck | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 refused: RefusalCheck | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self.search = search
         self.grader = grader
         self.rewriter = rewriter
@@ -447,8 +463,10 @@ class SelfCorrectiveLoop:
         self.cancel = cancel
         self.similarity_threshold = similarity_threshold
         self.evidence_ok = evidence_ok
+        self.refused = refused
         self.clock = clock
         self._first: SearchResult | None = None
+        self._below_floor = False  # the current attempt's search has a calibrated score under the floor
         self._start = 0.0
         self._deadline = 0.0
 
@@ -511,6 +529,7 @@ class SelfCorrectiveLoop:
 
         if state.stop_reason != "cancelled":
             self._generate(state, self._override(state))
+            self._retry_as_r1(state)
         state.should_continue = False
         state.current_node = "end"
         state.total_duration_ms = self._ms(self.clock() - self._start)
@@ -528,7 +547,11 @@ class SelfCorrectiveLoop:
             if attempt == 0:
                 self._first = result.model_copy(update={"hits": hits})
                 state.initial_evidence_score = result.evidence_score
-            detail.update(query=state.current_query, attempt=attempt, hits=len(hits))
+            # only a calibrated score can say "below the floor"; without one the grader decides
+            self._below_floor = (self.evidence_ok is not None and result.evidence_score is not None
+                                 and not self.evidence_ok(result))
+            detail.update(query=state.current_query, attempt=attempt, hits=len(hits),
+                          evidence_score=result.evidence_score)
         self._emit(RETRIEVED, {"attempt": attempt, "query": state.current_query, "hits": len(hits),
                                "chunk_ids": [h.chunk_id for h in hits[:state.top_k]]})
 
@@ -537,8 +560,13 @@ class SelfCorrectiveLoop:
         with self._node(state, "grade") as detail:
             grades: list[DocumentGrade] = []
             calls = 0
+            # below the refusal floor nothing would be answered from this search: no grader calls
+            to_grade = [] if self._below_floor else state.retrieved_documents[:state.top_k]
+            if self._below_floor:
+                state.skipped_grading.append(attempt)
+                state.decision_path.append("grade:skipped(evidence below the refusal floor)")
             try:
-                for hit in state.retrieved_documents[:state.top_k]:
+                for hit in to_grade:
                     cached = graded.get(hit.chunk_id)
                     if cached is not None:
                         grade = cached.model_copy(update={"attempt": attempt, "cached": True,
@@ -567,11 +595,12 @@ class SelfCorrectiveLoop:
                 reasoning = (f"{count}/{total} documents passed ({rate:.0%} "
                              f"{'<' if should_rewrite else '>='} {state.grade_pass_threshold:.0%})"
                              + (f"; {errors} could not be graded" if errors else "")
-                             + ("" if total else "; nothing was retrieved"))
+                             + ("; not graded: the evidence is below the refusal floor" if self._below_floor
+                                else "" if total else "; nothing was retrieved"))
                 state.grader_result = GraderResult(pass_rate=round(rate, 4), pass_count=count, total_count=total,
                                                    should_rewrite=should_rewrite, reasoning=reasoning)
                 detail.update(attempt=attempt, pass_rate=round(rate, 4), passed=count, graded=total,
-                              model_calls=calls, errors=errors)
+                              model_calls=calls, errors=errors, skipped=self._below_floor)
         self._emit(GRADED, {"attempt": attempt, "pass_rate": state.grader_result.pass_rate, "pass_count": count,
                             "total_count": total, "threshold": state.grade_pass_threshold,
                             "should_rewrite": should_rewrite})
@@ -617,6 +646,29 @@ class SelfCorrectiveLoop:
                                       "reason": "no document passed grading; the first search's evidence "
                                                 "score clears the refusal floor"})
         return list(first.hits)
+
+    def _retry_as_r1(self, state: SCRAGState) -> None:
+        """When the answer from the graded documents is a refusal but the first search's evidence
+        clears the refusal floor, answer once more from that search's documents, as R1 would: the
+        loop must not turn a retrieval R1 answers from into a refusal. Recorded in the state and as
+        ANSWER_RETRIED; the verifier decides what is delivered, as for any answer."""
+        first = self._first
+        if (self.refused is None or state.generation_result is None or state.answered_from == "retrieved"
+                or self.evidence_ok is None or first is None or not first.hits or not self.evidence_ok(first)
+                or (self.cancel is not None and self.cancel.cancelled) or self.clock() >= self._deadline):
+            return
+        if ([h.chunk_id for h in state.filtered_documents] == [h.chunk_id for h in first.hits]
+                or not self.refused(state.generation_result)):
+            return  # the same documents in the same order would give the same refusal
+        state.answered_from = "retrieved"
+        score = first.evidence_score
+        shown = "none" if score is None else f"{score:.3f}"
+        state.decision_path.append(f"answer_from:retrieved(after refusal; evidence {shown} clears the refusal floor)")
+        self._emit(ANSWER_RETRIED, {"documents": len(first.hits), "evidence_score": score,
+                                    "evidence_source": first.evidence_source,
+                                    "reason": "the answer from the graded documents was a refusal; the first "
+                                              "search's evidence score clears the refusal floor"})
+        self._generate(state, list(first.hits))
 
     def _generate(self, state: SCRAGState, documents: list[SearchHit] | None = None) -> None:
         if self.generate is None:
@@ -686,6 +738,7 @@ class SelfCorrectiveLoop:
 
 
 __all__ = [
+    "ANSWER_RETRIED",
     "GENERATED",
     "GRADED",
     "GRADE_OVERRIDDEN",
