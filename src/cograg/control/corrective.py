@@ -2,8 +2,8 @@
 
 An LLM grader judges each retrieved document against the user's question; when too few pass
 (pass rate < `grade_pass_threshold`), an LLM rewriter proposes a new search query and the loop
-retrieves again; otherwise, or once no further rewrite is allowed, the generator gets only the
-documents that passed. The models propose; this module decides:
+retrieves again; otherwise, or once no further rewrite is allowed, the generator answers. The models
+propose; this module decides:
 
 - what "passes" is fixed here (`is_relevant` and confidence ≥ `control.grade_min_confidence`,
   calibrated by `benchmarks/calibrate_grader.py` on the calibration split), not by the grader's words;
@@ -11,15 +11,18 @@ documents that passed. The models propose; this module decides:
   query already tried ends it (loop detection, seed 004 §13.4), and so do the cancel token, the wall
   budget (`max_wall_s`, or the caller's deadline) and the token budget (`max_total_tokens`);
 - a grader failure on one document counts that document as not relevant and never raises;
-- when no document passed in any attempt but the first search's evidence score clears the answer
-  stage's refusal floor (`evidence_ok`), the answer is made from that search's documents, as R1
-  would, instead of a refusal; the claim verifier still decides what is delivered. A small grader
-  can reject documents a calibrated retrieval score vouches for (both gold paragraphs of a two-hop
-  question); the state records the decision (`answered_from`, decision path `answer_from:retrieved`);
-- R2 never does worse than R1 would on the same retrieval: when the answer from the graded documents is
-  a refusal (`refused(result)`) and the first search's evidence clears the refusal floor, the answer
-  is made once more from that search's documents, exactly what R1 answers from (decision path
-  `answer_from:retrieved(after refusal)`); the verifier still decides;
+- R2 never does worse than R1 would on the same retrieval. When the first search's evidence score
+  clears the answer stage's refusal floor (`evidence_ok`), the generator gets that search's documents
+  in its order — what R1 answers from — preceded by the documents that passed in a rewrite's search
+  and the first search did not find (`answered_from` "retrieved" / "found_and_retrieved"). Grading
+  adds evidence and decides when to rewrite; it never removes what R1 would have seen: the default
+  1.5B grader rejected the gold paragraph of one hop of two-hop questions (and both of Kiss and Tell's)
+  while passing look-alikes, and an answer from the passed documents alone was then wrong or a refusal.
+  Only below the floor, where R1 refuses, does the generator get just the documents that passed
+  ("graded"). When that answer is nevertheless a refusal (`refused(result)`) and was not made from
+  the first search's documents alone, it is made once more from them (decision path
+  `answer_from:retrieved(after refusal …)`, event ANSWER_RETRIED). The claim verifier decides what is
+  delivered, as for any answer;
 - a search whose calibrated evidence score is below the refusal floor is not graded: nothing would
   be answered from it, so the loop goes straight to a rewrite (unanswerable questions, which the
   router sends here when the preflight misses the floor, cost rewrites only, not five grader calls
@@ -194,10 +197,12 @@ class SCRAGState(BaseModel):
     rejected_rewrite: RewriteRejected | None = None
     current_rewrite_count: int = 0
     # generation
-    answered_from: Literal["graded", "retrieved", "none"] = Field(
-        "none", description="graded: the documents that passed; retrieved: the first search's documents, "
-        "because nothing passed or the graded answer was a refusal, and its evidence score cleared the "
-        "refusal floor; none: no documents")
+    answered_from: Literal["graded", "found_and_retrieved", "retrieved", "none"] = Field(
+        "none", description="graded: the documents that passed (the first search is below the refusal floor); "
+        "retrieved: the first search's documents (R1's evidence), its evidence score clearing the floor; "
+        "found_and_retrieved: documents that passed in a rewrite's search, then the first search's; "
+        "none: no documents")
+    answer_chunk_ids: list[str] = Field(default_factory=list, description="what the answer was generated from")
     skipped_grading: list[int] = Field(
         default_factory=list, description="attempts whose search was not graded: evidence below the refusal floor")
     initial_evidence_score: float | None = Field(None, description="the first search's best evidence score")
@@ -432,21 +437,20 @@ EventFn = Callable[[str, dict[str, Any]], None]
 class SelfCorrectiveLoop:
     """retrieve → grade → (rewrite → retrieve → grade)* → generate, with guaranteed termination.
 
-    `search(query)` retrieves; `generate(question, passed_documents)` answers from the documents that
-    passed grading (the first search's documents when none did but its evidence clears the
-    refusal floor, see `evidence_ok`; else an empty list, and the caller refuses) and may return
-    anything — a string, or an object with an `answer` string, becomes `final_answer`. Without `generate` the loop
-    stops after selecting documents. `rewriter=None` disables rewriting. `on_event(name, payload)`
-    receives RETRIEVED, GRADED, QUERY_REWRITTEN and GENERATED; a failing listener is logged, never
-    fatal. `clock` is injectable for tests (monotonic seconds). An instance runs one question at a
-    time (it holds the run's clock start and deadline): build one per turn.
+    `search(query)` retrieves; `generate(question, documents)` answers (see the module docstring for
+    which documents: R1's evidence when the first search clears the refusal floor, else the ones
+    that passed, possibly none, and the caller refuses) and may return anything — a string, or an
+    object with an `answer` string, becomes `final_answer`. Without `generate` the loop stops after
+    selecting documents. `rewriter=None` disables rewriting. `on_event(name, payload)` receives
+    RETRIEVED, GRADED, QUERY_REWRITTEN, GRADE_OVERRIDDEN, ANSWER_RETRIED and GENERATED; a failing
+    listener is logged, never fatal. `clock` is injectable for tests (monotonic seconds). An
+    instance runs one question at a time (it holds the run's clock start and deadline): build one
+    per turn.
 
     `evidence_ok(result)` says whether a search result's evidence score clears the answer stage's
-    refusal floor. When no document passed grading and the first search's does, `generate` gets
-    that search's documents (`answered_from="retrieved"`) instead of none; a search with a
-    calibrated score below the floor is not graded. `refused(result)` says whether what `generate`
-    returned is a refusal: then, if the first search cleared the floor and its documents were not
-    what was answered from, `generate` runs once more on them (R1's evidence).
+    refusal floor (without it, the generator gets the documents that passed, as in seed 003); a
+    search with a calibrated score below the floor is not graded. `refused(result)` says whether
+    what `generate` returned is a refusal (then R1's evidence gets one more try, see above).
     """
 
     def __init__(self, search: SearchFn, grader: DocumentGrader, rewriter: QueryRewriter | None,
@@ -528,7 +532,7 @@ class SelfCorrectiveLoop:
             state.answered_from = "graded" if state.filtered_documents else "none"
 
         if state.stop_reason != "cancelled":
-            self._generate(state, self._override(state))
+            state.answer_chunk_ids = [h.chunk_id for h in self._generate(state, self._answer_documents(state))]
             self._retry_as_r1(state)
         state.should_continue = False
         state.current_node = "end"
@@ -630,22 +634,31 @@ class SelfCorrectiveLoop:
                                          "reason": out.rewrite_reason, "keywords": out.keywords})
         return out
 
-    def _override(self, state: SCRAGState) -> list[SearchHit] | None:
-        """The first search's documents when nothing passed grading but its evidence score clears
-        the refusal floor (recorded in the state and as GRADE_OVERRIDDEN), else None."""
+    def _answer_documents(self, state: SCRAGState) -> list[SearchHit] | None:
+        """What `generate` answers from when the first search's evidence clears the refusal floor:
+        the documents that passed in a rewrite's search and the first search did not find (new
+        evidence, most confident first), then the first search's documents in its order — what R1
+        answers from. Grading adds evidence; it never takes away what R1 would have seen (a small
+        grader rejects the gold paragraph of one hop and passes look-alikes). None (the documents
+        that passed, `filtered_documents`) when the first search is below the floor or there is no
+        evidence check. Recorded in the state; GRADE_OVERRIDDEN when nothing passed at all."""
         first = self._first
-        if (state.filtered_documents or self.evidence_ok is None or first is None or not first.hits
-                or not self.evidence_ok(first)):
+        if self.evidence_ok is None or first is None or not first.hits or not self.evidence_ok(first):
             return None
-        state.answered_from = "retrieved"
+        first_ids = {h.chunk_id for h in first.hits}
+        found = [h for h in state.filtered_documents if h.chunk_id not in first_ids]
+        state.answered_from = "found_and_retrieved" if found else "retrieved"
         score = first.evidence_score
         shown = "none" if score is None else f"{score:.3f}"
-        state.decision_path.append(f"answer_from:retrieved(evidence {shown} clears the refusal floor)")
-        self._emit(GRADE_OVERRIDDEN, {"documents": len(first.hits), "evidence_score": score,
-                                      "evidence_source": first.evidence_source,
-                                      "reason": "no document passed grading; the first search's evidence "
-                                                "score clears the refusal floor"})
-        return list(first.hits)
+        state.decision_path.append(
+            f"answer_from:{'found+' if found else ''}retrieved(evidence {shown} clears the refusal floor"
+            + (f"; {len(found)} document(s) found by rewrites first" if found else "") + ")")
+        if not state.filtered_documents:
+            self._emit(GRADE_OVERRIDDEN, {"documents": len(first.hits), "evidence_score": score,
+                                          "evidence_source": first.evidence_source,
+                                          "reason": "no document passed grading; the first search's evidence "
+                                                    "score clears the refusal floor"})
+        return found + list(first.hits)
 
     def _retry_as_r1(self, state: SCRAGState) -> None:
         """When the answer from the graded documents is a refusal but the first search's evidence
@@ -653,11 +666,11 @@ class SelfCorrectiveLoop:
         loop must not turn a retrieval R1 answers from into a refusal. Recorded in the state and as
         ANSWER_RETRIED; the verifier decides what is delivered, as for any answer."""
         first = self._first
-        if (self.refused is None or state.generation_result is None or state.answered_from == "retrieved"
+        if (self.refused is None or state.generation_result is None
                 or self.evidence_ok is None or first is None or not first.hits or not self.evidence_ok(first)
                 or (self.cancel is not None and self.cancel.cancelled) or self.clock() >= self._deadline):
             return
-        if ([h.chunk_id for h in state.filtered_documents] == [h.chunk_id for h in first.hits]
+        if (state.answer_chunk_ids == [h.chunk_id for h in first.hits]
                 or not self.refused(state.generation_result)):
             return  # the same documents in the same order would give the same refusal
         state.answered_from = "retrieved"
@@ -668,12 +681,13 @@ class SelfCorrectiveLoop:
                                     "evidence_source": first.evidence_source,
                                     "reason": "the answer from the graded documents was a refusal; the first "
                                               "search's evidence score clears the refusal floor"})
-        self._generate(state, list(first.hits))
+        state.answer_chunk_ids = [h.chunk_id for h in self._generate(state, list(first.hits))]
 
-    def _generate(self, state: SCRAGState, documents: list[SearchHit] | None = None) -> None:
-        if self.generate is None:
-            return
+    def _generate(self, state: SCRAGState, documents: list[SearchHit] | None = None) -> list[SearchHit]:
+        """Generate from `documents` (default: those that passed); returns the documents used."""
         docs = list(state.filtered_documents) if documents is None else documents
+        if self.generate is None:
+            return docs
         with self._node(state, "generate") as detail:
             state.decision_path.append("generate")
             detail.update(documents=len(docs), answered_from=state.answered_from)
@@ -684,6 +698,7 @@ class SelfCorrectiveLoop:
             state.final_answer = answer if isinstance(answer, str) else ""
         self._emit(GENERATED, {"documents": len(docs), "stop_reason": state.stop_reason,
                                "rewrites": state.current_rewrite_count, "answered_from": state.answered_from})
+        return docs
 
     # -- mechanics ------------------------------------------------------------------
     @staticmethod
