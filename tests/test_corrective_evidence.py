@@ -218,7 +218,8 @@ def r2_run(evidence: float | None, *, passes: set[str], refuse: Any = lambda n, 
     grader = passing_grader(passes)
     rewriter = ScriptedLLM([json.dumps({"rewritten_query": f"Corliss Archer actress office {i}"}) for i in range(5)])
     loop = SelfCorrectiveLoop(search, DocumentGrader(grader, timeout_s=5), QueryRewriter(rewriter, timeout_s=5),
-                              ControlBudget(max_rewrite_attempts=rewrites), generate=generate,
+                              # 1 of 2 passing is below 0.6: the loop rewrites (when `rewrites` allows)
+                              ControlBudget(max_rewrite_attempts=rewrites, grade_pass_threshold=0.6), generate=generate,
                               on_event=lambda name, data: events.append(name),
                               evidence_ok=lambda r: (r.evidence_score is not None
                                                      and r.evidence_score >= AnswerConfig().min_evidence_cosine),
