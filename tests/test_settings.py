@@ -31,7 +31,7 @@ def test_defaults_are_the_calibrated_values() -> None:
     assert s.answer.min_evidence_cosine == 0.845 and s.answer.min_evidence_cosine_zh == 0.88
     assert s.answer.min_evidence_rerank == 0.30
     assert s.verification.min_supported_ratio == 0.5 and s.verification.min_claim_similarity == 0.72
-    assert s.control.max_nodes == 8 and s.control.grade_pass_threshold == 0.6
+    assert s.control.max_nodes == 8 and s.control.grade_pass_threshold == 0.3
     assert s.retrieval.retrieve_k == 50 and s.retrieval.fusion == "adaptive"
     assert s.models.llm == "default" and s.routing.router_llm is False
     assert set(SECTIONS) == {"answer", "verification", "control", "routing", "retrieval", "models", "memory", "serve"}

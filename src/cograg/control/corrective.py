@@ -2,8 +2,8 @@
 
 An LLM grader judges each retrieved document against the user's question; when too few pass
 (pass rate < `grade_pass_threshold`), an LLM rewriter proposes a new search query and the loop
-retrieves again; otherwise, or once no further rewrite is allowed, the generator gets only the
-documents that passed. The models propose; this module decides:
+retrieves again; otherwise, or once no further rewrite is allowed, the generator answers. The models
+propose; this module decides:
 
 - what "passes" is fixed here (`is_relevant` and confidence ≥ `control.grade_min_confidence`,
   calibrated by `benchmarks/calibrate_grader.py` on the calibration split), not by the grader's words;
@@ -11,11 +11,22 @@ documents that passed. The models propose; this module decides:
   query already tried ends it (loop detection, seed 004 §13.4), and so do the cancel token, the wall
   budget (`max_wall_s`, or the caller's deadline) and the token budget (`max_total_tokens`);
 - a grader failure on one document counts that document as not relevant and never raises;
-- when no document passed in any attempt but the first search's evidence score clears the answer
-  stage's refusal floor (`evidence_ok`), the answer is made from that search's documents, as R1
-  would, instead of a refusal; the claim verifier still decides what is delivered. A small grader
-  can reject documents a calibrated retrieval score vouches for (both gold paragraphs of a two-hop
-  question); the state records the decision (`answered_from`, decision path `answer_from:retrieved`).
+- R2 never does worse than R1 would on the same retrieval. When the first search's evidence score
+  clears the answer stage's refusal floor (`evidence_ok`), the generator gets that search's documents
+  in its order — what R1 answers from — preceded by the documents that passed in a rewrite's search
+  and the first search did not find (`answered_from` "retrieved" / "found_and_retrieved"). Grading
+  adds evidence and decides when to rewrite; it never removes what R1 would have seen: the default
+  1.5B grader rejected the gold paragraph of one hop of two-hop questions (and both of Kiss and Tell's)
+  while passing look-alikes, and an answer from the passed documents alone was then wrong or a refusal.
+  Only below the floor, where R1 refuses, does the generator get just the documents that passed
+  ("graded"). When that answer is nevertheless a refusal (`refused(result)`) and was not made from
+  the first search's documents alone, it is made once more from them (decision path
+  `answer_from:retrieved(after refusal …)`, event ANSWER_RETRIED). The claim verifier decides what is
+  delivered, as for any answer;
+- a search whose calibrated evidence score is below the refusal floor is not graded: nothing would
+  be answered from it, so the loop goes straight to a rewrite (unanswerable questions, which the
+  router sends here when the preflight misses the floor, cost rewrites only, not five grader calls
+  per attempt). A search without a calibrated score (keyword-only) is graded as before.
 
 The grader is shown the question's entities (`answer.subject.question_entities`) and each
 document's title and source, so it can tell a document about one step of a multi-step question
@@ -70,6 +81,7 @@ GRADED = "GRADED"
 QUERY_REWRITTEN = "QUERY_REWRITTEN"
 GENERATED = "GENERATED"
 GRADE_OVERRIDDEN = "GRADE_OVERRIDDEN"  # nothing passed grading; the answer uses the retrieved evidence
+ANSWER_RETRIED = "ANSWER_RETRIED"  # the graded answer was a refusal; answered again from the first search
 
 StopReason = Literal[
     "grade_passed",  # the pass rate reached the threshold
@@ -185,9 +197,14 @@ class SCRAGState(BaseModel):
     rejected_rewrite: RewriteRejected | None = None
     current_rewrite_count: int = 0
     # generation
-    answered_from: Literal["graded", "retrieved", "none"] = Field(
-        "none", description="graded: the documents that passed; retrieved: nothing passed, the first search's "
-        "documents because its evidence score cleared the refusal floor; none: no documents")
+    answered_from: Literal["graded", "found_and_retrieved", "retrieved", "none"] = Field(
+        "none", description="graded: the documents that passed (the first search is below the refusal floor); "
+        "retrieved: the first search's documents (R1's evidence), its evidence score clearing the floor; "
+        "found_and_retrieved: documents that passed in a rewrite's search, then the first search's; "
+        "none: no documents")
+    answer_chunk_ids: list[str] = Field(default_factory=list, description="what the answer was generated from")
+    skipped_grading: list[int] = Field(
+        default_factory=list, description="attempts whose search was not graded: evidence below the refusal floor")
     initial_evidence_score: float | None = Field(None, description="the first search's best evidence score")
     generation_result: Any = None
     final_answer: str = ""
@@ -413,31 +430,34 @@ class _Stop(Exception):
 SearchFn = Callable[[str], SearchResult]
 EvidenceCheck = Callable[[SearchResult], bool]
 GenerateFn = Callable[[str, list[SearchHit]], Any]
+RefusalCheck = Callable[[Any], bool]
 EventFn = Callable[[str, dict[str, Any]], None]
 
 
 class SelfCorrectiveLoop:
     """retrieve → grade → (rewrite → retrieve → grade)* → generate, with guaranteed termination.
 
-    `search(query)` retrieves; `generate(question, passed_documents)` answers from the documents that
-    passed grading (the first search's documents when none did but its evidence clears the
-    refusal floor, see `evidence_ok`; else an empty list, and the caller refuses) and may return
-    anything — a string, or an object with an `answer` string, becomes `final_answer`. Without `generate` the loop
-    stops after selecting documents. `rewriter=None` disables rewriting. `on_event(name, payload)`
-    receives RETRIEVED, GRADED, QUERY_REWRITTEN and GENERATED; a failing listener is logged, never
-    fatal. `clock` is injectable for tests (monotonic seconds). An instance runs one question at a
-    time (it holds the run's clock start and deadline): build one per turn.
+    `search(query)` retrieves; `generate(question, documents)` answers (see the module docstring for
+    which documents: R1's evidence when the first search clears the refusal floor, else the ones
+    that passed, possibly none, and the caller refuses) and may return anything — a string, or an
+    object with an `answer` string, becomes `final_answer`. Without `generate` the loop stops after
+    selecting documents. `rewriter=None` disables rewriting. `on_event(name, payload)` receives
+    RETRIEVED, GRADED, QUERY_REWRITTEN, GRADE_OVERRIDDEN, ANSWER_RETRIED and GENERATED; a failing
+    listener is logged, never fatal. `clock` is injectable for tests (monotonic seconds). An
+    instance runs one question at a time (it holds the run's clock start and deadline): build one
+    per turn.
 
     `evidence_ok(result)` says whether a search result's evidence score clears the answer stage's
-    refusal floor. When no document passed grading and the first search's does, `generate` gets
-    that search's documents (`answered_from="retrieved"`) instead of none.
+    refusal floor (without it, the generator gets the documents that passed, as in seed 003); a
+    search with a calibrated score below the floor is not graded. `refused(result)` says whether
+    what `generate` returned is a refusal (then R1's evidence gets one more try, see above).
     """
 
     def __init__(self, search: SearchFn, grader: DocumentGrader, rewriter: QueryRewriter | None,
                  budget: ControlBudget | None = None, generate: GenerateFn | None = None,
                  on_event: EventFn | None = None, cancel: CancelToken | None = None, *,
                  similarity_threshold: float | None = None, evidence_ok: EvidenceCheck | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 refused: RefusalCheck | None = None, clock: Callable[[], float] = time.monotonic) -> None:
         self.search = search
         self.grader = grader
         self.rewriter = rewriter
@@ -447,8 +467,10 @@ class SelfCorrectiveLoop:
         self.cancel = cancel
         self.similarity_threshold = similarity_threshold
         self.evidence_ok = evidence_ok
+        self.refused = refused
         self.clock = clock
         self._first: SearchResult | None = None
+        self._below_floor = False  # the current attempt's search has a calibrated score under the floor
         self._start = 0.0
         self._deadline = 0.0
 
@@ -510,7 +532,8 @@ class SelfCorrectiveLoop:
             state.answered_from = "graded" if state.filtered_documents else "none"
 
         if state.stop_reason != "cancelled":
-            self._generate(state, self._override(state))
+            state.answer_chunk_ids = [h.chunk_id for h in self._generate(state, self._answer_documents(state))]
+            self._retry_as_r1(state)
         state.should_continue = False
         state.current_node = "end"
         state.total_duration_ms = self._ms(self.clock() - self._start)
@@ -528,7 +551,11 @@ class SelfCorrectiveLoop:
             if attempt == 0:
                 self._first = result.model_copy(update={"hits": hits})
                 state.initial_evidence_score = result.evidence_score
-            detail.update(query=state.current_query, attempt=attempt, hits=len(hits))
+            # only a calibrated score can say "below the floor"; without one the grader decides
+            self._below_floor = (self.evidence_ok is not None and result.evidence_score is not None
+                                 and not self.evidence_ok(result))
+            detail.update(query=state.current_query, attempt=attempt, hits=len(hits),
+                          evidence_score=result.evidence_score)
         self._emit(RETRIEVED, {"attempt": attempt, "query": state.current_query, "hits": len(hits),
                                "chunk_ids": [h.chunk_id for h in hits[:state.top_k]]})
 
@@ -537,8 +564,13 @@ class SelfCorrectiveLoop:
         with self._node(state, "grade") as detail:
             grades: list[DocumentGrade] = []
             calls = 0
+            # below the refusal floor nothing would be answered from this search: no grader calls
+            to_grade = [] if self._below_floor else state.retrieved_documents[:state.top_k]
+            if self._below_floor:
+                state.skipped_grading.append(attempt)
+                state.decision_path.append("grade:skipped(evidence below the refusal floor)")
             try:
-                for hit in state.retrieved_documents[:state.top_k]:
+                for hit in to_grade:
                     cached = graded.get(hit.chunk_id)
                     if cached is not None:
                         grade = cached.model_copy(update={"attempt": attempt, "cached": True,
@@ -567,11 +599,12 @@ class SelfCorrectiveLoop:
                 reasoning = (f"{count}/{total} documents passed ({rate:.0%} "
                              f"{'<' if should_rewrite else '>='} {state.grade_pass_threshold:.0%})"
                              + (f"; {errors} could not be graded" if errors else "")
-                             + ("" if total else "; nothing was retrieved"))
+                             + ("; not graded: the evidence is below the refusal floor" if self._below_floor
+                                else "" if total else "; nothing was retrieved"))
                 state.grader_result = GraderResult(pass_rate=round(rate, 4), pass_count=count, total_count=total,
                                                    should_rewrite=should_rewrite, reasoning=reasoning)
                 detail.update(attempt=attempt, pass_rate=round(rate, 4), passed=count, graded=total,
-                              model_calls=calls, errors=errors)
+                              model_calls=calls, errors=errors, skipped=self._below_floor)
         self._emit(GRADED, {"attempt": attempt, "pass_rate": state.grader_result.pass_rate, "pass_count": count,
                             "total_count": total, "threshold": state.grade_pass_threshold,
                             "should_rewrite": should_rewrite})
@@ -601,27 +634,60 @@ class SelfCorrectiveLoop:
                                          "reason": out.rewrite_reason, "keywords": out.keywords})
         return out
 
-    def _override(self, state: SCRAGState) -> list[SearchHit] | None:
-        """The first search's documents when nothing passed grading but its evidence score clears
-        the refusal floor (recorded in the state and as GRADE_OVERRIDDEN), else None."""
+    def _answer_documents(self, state: SCRAGState) -> list[SearchHit] | None:
+        """What `generate` answers from when the first search's evidence clears the refusal floor:
+        the documents that passed in a rewrite's search and the first search did not find (new
+        evidence, most confident first), then the first search's documents in its order — what R1
+        answers from. Grading adds evidence; it never takes away what R1 would have seen (a small
+        grader rejects the gold paragraph of one hop and passes look-alikes). None (the documents
+        that passed, `filtered_documents`) when the first search is below the floor or there is no
+        evidence check. Recorded in the state; GRADE_OVERRIDDEN when nothing passed at all."""
         first = self._first
-        if (state.filtered_documents or self.evidence_ok is None or first is None or not first.hits
-                or not self.evidence_ok(first)):
+        if self.evidence_ok is None or first is None or not first.hits or not self.evidence_ok(first):
             return None
+        first_ids = {h.chunk_id for h in first.hits}
+        found = [h for h in state.filtered_documents if h.chunk_id not in first_ids]
+        state.answered_from = "found_and_retrieved" if found else "retrieved"
+        score = first.evidence_score
+        shown = "none" if score is None else f"{score:.3f}"
+        state.decision_path.append(
+            f"answer_from:{'found+' if found else ''}retrieved(evidence {shown} clears the refusal floor"
+            + (f"; {len(found)} document(s) found by rewrites first" if found else "") + ")")
+        if not state.filtered_documents:
+            self._emit(GRADE_OVERRIDDEN, {"documents": len(first.hits), "evidence_score": score,
+                                          "evidence_source": first.evidence_source,
+                                          "reason": "no document passed grading; the first search's evidence "
+                                                    "score clears the refusal floor"})
+        return found + list(first.hits)
+
+    def _retry_as_r1(self, state: SCRAGState) -> None:
+        """When the answer from the graded documents is a refusal but the first search's evidence
+        clears the refusal floor, answer once more from that search's documents, as R1 would: the
+        loop must not turn a retrieval R1 answers from into a refusal. Recorded in the state and as
+        ANSWER_RETRIED; the verifier decides what is delivered, as for any answer."""
+        first = self._first
+        if (self.refused is None or state.generation_result is None
+                or self.evidence_ok is None or first is None or not first.hits or not self.evidence_ok(first)
+                or (self.cancel is not None and self.cancel.cancelled) or self.clock() >= self._deadline):
+            return
+        if (state.answer_chunk_ids == [h.chunk_id for h in first.hits]
+                or not self.refused(state.generation_result)):
+            return  # the same documents in the same order would give the same refusal
         state.answered_from = "retrieved"
         score = first.evidence_score
         shown = "none" if score is None else f"{score:.3f}"
-        state.decision_path.append(f"answer_from:retrieved(evidence {shown} clears the refusal floor)")
-        self._emit(GRADE_OVERRIDDEN, {"documents": len(first.hits), "evidence_score": score,
-                                      "evidence_source": first.evidence_source,
-                                      "reason": "no document passed grading; the first search's evidence "
-                                                "score clears the refusal floor"})
-        return list(first.hits)
+        state.decision_path.append(f"answer_from:retrieved(after refusal; evidence {shown} clears the refusal floor)")
+        self._emit(ANSWER_RETRIED, {"documents": len(first.hits), "evidence_score": score,
+                                    "evidence_source": first.evidence_source,
+                                    "reason": "the answer from the graded documents was a refusal; the first "
+                                              "search's evidence score clears the refusal floor"})
+        state.answer_chunk_ids = [h.chunk_id for h in self._generate(state, list(first.hits))]
 
-    def _generate(self, state: SCRAGState, documents: list[SearchHit] | None = None) -> None:
-        if self.generate is None:
-            return
+    def _generate(self, state: SCRAGState, documents: list[SearchHit] | None = None) -> list[SearchHit]:
+        """Generate from `documents` (default: those that passed); returns the documents used."""
         docs = list(state.filtered_documents) if documents is None else documents
+        if self.generate is None:
+            return docs
         with self._node(state, "generate") as detail:
             state.decision_path.append("generate")
             detail.update(documents=len(docs), answered_from=state.answered_from)
@@ -632,6 +698,7 @@ class SelfCorrectiveLoop:
             state.final_answer = answer if isinstance(answer, str) else ""
         self._emit(GENERATED, {"documents": len(docs), "stop_reason": state.stop_reason,
                                "rewrites": state.current_rewrite_count, "answered_from": state.answered_from})
+        return docs
 
     # -- mechanics ------------------------------------------------------------------
     @staticmethod
@@ -686,6 +753,7 @@ class SelfCorrectiveLoop:
 
 
 __all__ = [
+    "ANSWER_RETRIED",
     "GENERATED",
     "GRADED",
     "GRADE_OVERRIDDEN",

@@ -265,13 +265,15 @@ class Orchestrator:
         loop = SelfCorrectiveLoop(search=answerer.search, grader=grader, rewriter=rewriter,
                                   budget=turn.options.budget, generate=generate,
                                   on_event=lambda name, data: turn.event(name, **data), cancel=turn.cancel,
-                                  evidence_ok=evidence_ok)
+                                  evidence_ok=evidence_ok, refused=lambda resp: bool(resp.fallback))
         state = guard(lambda: loop.run(q), "R2")
         trace.loop = state.model_dump(mode="json", exclude={"retrieved_documents", "filtered_documents",
                                                              "generation_result"})
         trace.loop["filtered_chunk_ids"] = [h.chunk_id for h in state.filtered_documents]
         if state.generation_result is None:
             raise ModeFailed(f"R2: no answer generated ({state.stop_reason})")
+        if not state.generation_result.fallback:  # answered on retry: the first refusal's reason is history
+            trace.outcome.pop("reason", None)
         return state.generation_result
 
     # ------------------------------------------------------------------ memory (SPEC E)

@@ -67,6 +67,8 @@ TRANSITIONS: dict[tuple[State, str], Any] = {
     (State.GRADING, "GRADED"): State.GRADING,
     (State.GRADING, "QUERY_REWRITTEN"): State.RETRIEVING,
     (State.GRADING, "EVIDENCE_SELECTED"): State.DRAFTING,
+    # R2's answer from the graded documents was refused; it answers once more from the first search
+    (State.REFUSED, "ANSWER_RETRIED"): State.GRADING,
     (State.WRITING, "EVIDENCE_SELECTED"): State.DRAFTING,
     (State.WRITING, "DRAFT_READY"): State.VERIFYING,
     (State.PLANNING, "PLAN_READY"): State.EXECUTING,
