@@ -116,6 +116,8 @@ MESSAGES: dict[str, dict[Lang, str]] = {
     "web.event.EVIDENCE_SELECTED": {"zh": "已选定证据", "en": "Evidence selected"},
     "web.event.GRADED": {"zh": "已评估文档", "en": "Documents graded"},
     "web.event.QUERY_REWRITTEN": {"zh": "已改写查询", "en": "Query rewritten"},
+    "web.event.GRADE_OVERRIDDEN": {"zh": "评估未通过任何文档，改用检索到的证据", "en": "No document passed grading; answering from the retrieved evidence"},
+    "web.event.ANSWER_RETRIED": {"zh": "改用首次检索的文档重新作答", "en": "Answered again from the first search"},
     "web.event.PLAN_READY": {"zh": "计划已就绪", "en": "Plan ready"},
     "web.event.TASK_DONE": {"zh": "子任务完成", "en": "Task done"},
     "web.event.CONFLICT_DETECTED": {"zh": "发现来源冲突", "en": "Sources disagree"},

@@ -105,6 +105,7 @@ function eventDetail(name, data) {
       return `${data.hits} ${t("web.hits")}` + (data.query ? ` · “${data.query}”` : "");
     case "GRADED": return data.pass_rate !== undefined ? `${data.pass_count}/${data.total_count} (${Math.round(data.pass_rate * 100)}%)` : "";
     case "QUERY_REWRITTEN": return data.rewritten_query || data.query || "";
+    case "ANSWER_RETRIED": return data.documents !== undefined ? `${data.documents} ${t("web.hits")}` : "";
     case "PLAN_READY": return `${data.tasks}`;
     case "TASK_DONE": return [data.id, data.description || data.status].filter(Boolean).join(" · ");
     case "SENTENCE_VERIFIED": return data.sentence || "";
