@@ -54,6 +54,8 @@ class Sufficiency(BaseModel):
     sufficient: bool = False
     # the best score lies more than the rewrite margin below the refusal floor: no rewrite is tried
     beyond_rewrite: bool = False
+    # the best (calibrated) score reaches the refusal floor, whatever the coverage
+    above_floor: bool = False
 
 
 class RouteDecision(BaseModel):
