@@ -192,9 +192,11 @@ def main() -> None:
     if args.write_docs:
         from benchmarks_common import write_section
 
+        described = (f"{len(qids)} questions" + (f", {args.type} only" if args.type else "")
+                     + (", those whose one-shot top 10 lacks a gold paragraph" if args.only_missed else "")
+                     + (f", the first {args.limit} by id" if args.limit else ""))
         section = ("## Multi-hop support recall (hotpotqa_train100)\n\n"
-                   f"Command: `.venv/bin/python benchmarks/retrieval_multihop.py{' --llm' if args.llm else ''} "
-                   f"--write-docs`  \nRun {datetime.now(UTC).date()}. All 100 questions (no weights are fitted "
+                   f"Command: `.venv/bin/python benchmarks/retrieval_multihop.py {' '.join(sys.argv[1:])}`  \nRun {datetime.now(UTC).date()}. {described} (no weights are fitted "
                    "here, so there is no calibration half). Default hybrid search (adaptive fusion), no reranker. "
                    "`both gold in top 10` = HotpotQA's two supporting paragraphs both among the 10 passages; "
                    "hops merged by RRF and cut at 10 so routes are compared at the same budget.\n\n" + text + "\n")
