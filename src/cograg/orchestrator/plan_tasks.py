@@ -46,12 +46,17 @@ class PlanTaskRunners:
     # ------------------------------------------------------------------ task kinds
     def retrieve(self, task: SubTask, deps: list[TaskResult], token: CancelToken) -> TaskResult:
         """Answer the sub-question from a search of its own. A look-up that depends on others (the
-        second hop of a bridge question) searches with what they established and sees it as facts."""
+        second hop of a bridge question) searches with what they established and sees it as facts;
+        one that depends on nothing searches twice, the second time with its best passage
+        (`follow_up_search`), since the paragraph it needs may only be named in that one."""
+        from cograg.retrieval.hops import follow_up_search
+
         started = time.perf_counter()
         t = self._sub_trace(task)
         usable = _established(deps)
         if not usable:
-            resp = self.answerer.answer(task.description, trace=t, has_context=True)
+            result = follow_up_search(self.answerer.search, task.description)
+            resp = self.answerer.answer(task.description, trace=t, result=result, has_context=True)
             return self._from_answer(task, resp, t, started)
         known = [strip_markers(d.statement) for d in usable]
         result = self.answerer.search(" ".join([task.description, *known])).model_copy(

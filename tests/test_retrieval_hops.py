@@ -1,0 +1,96 @@
+"""The follow-up hop of R3's look-ups (`cograg.retrieval.hops`): the merge on its own, and a planned
+turn whose first look-up reaches the paragraph that only its best passage names."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cograg.control.models import ControlBudget
+from cograg.engine import Engine
+from cograg.orchestrator.orchestrator import TurnOptions
+from cograg.retrieval.hops import follow_up_search
+from cograg.retrieval.models import SearchHit, SearchResult
+from cograg.testing import ScriptedLLM
+from tests.test_answer import make_engine, with_models
+from tests.test_control_flow import OPEN, Brain, block_with
+
+
+def hit(cid: str, text: str = "") -> SearchHit:
+    return SearchHit(title=cid, source=f"{cid}.md", chunk_id=cid, doc_id=cid, seq=0, text=text or f"text of {cid}",
+                     start=0, end=1, token_count=1, score=1.0)
+
+
+def test_follow_up_keeps_the_first_hops_best_and_adds_the_second_hops_new_hits():
+    results = {"q": ["a", "b", "c", "d", "e", "f"], "q\ntext of a": ["a", "x", "c", "y", "z", "w"]}
+    queries: list[str] = []
+
+    def search(query: str) -> SearchResult:
+        queries.append(query)
+        return SearchResult(query=query, mode="hybrid", hits=[hit(c) for c in results[query]],
+                            evidence_score=0.7 if query == "q" else 0.9)
+
+    merged = follow_up_search(search, "q")
+    assert queries == ["q", "q\ntext of a"]  # the second search carries the first hop's top passage
+    # the first four of the question's own six, then the second hop's hits not yet there, cut at six
+    assert [h.chunk_id for h in merged.hits] == ["a", "b", "c", "d", "x", "y"]
+    assert merged.query == "q" and merged.evidence_score == 0.7  # the question's own evidence decides
+    assert [h.chunk_id for h in follow_up_search(search, "q", keep=1).hits] == ["a", "x", "c", "y", "z", "w"]
+
+
+def test_follow_up_without_hits_makes_no_second_search():
+    calls: list[str] = []
+
+    def search(query: str) -> SearchResult:
+        calls.append(query)
+        return SearchResult(query=query, mode="hybrid", hits=[])
+
+    assert follow_up_search(search, "q").hits == [] and calls == ["q"]
+
+
+DOCS = {
+    "linden.md": "# Linden Bridge\n\nThe Linden Bridge opened in 1811. It was designed by Tobias Marrick.\n",
+    "marrick.md": "# Marrick\n\nTobias Marrick was born in Leeds in 1770.\n",
+    "rhine.md": "# Rhine Bridge\n\nThe Rhine Bridge opened in 1870. It has twelve spans.\n",
+}
+BRIDGE_PLAN = {"sub_tasks": [
+    {"id": 1, "description": "Who designed the Linden Bridge?", "dependencies": []},
+    {"id": 2, "description": "When was the designer of the Linden Bridge born?", "dependencies": [1],
+     "type": "retrieve"}]}
+
+
+@pytest.fixture()
+def eng(tmp_path: Path):
+    e = make_engine(tmp_path, DOCS)
+    yield e
+    e.close()
+
+
+def answer(q: str, text: str) -> dict:
+    needle = "designed by" if "designed" in q else "born in"
+    n = block_with(text, needle)
+    sentence = "It was designed by Tobias Marrick" if needle == "designed by" else "Tobias Marrick was born in 1770"
+    return ({"answer": f"{sentence} [{n}].", "citations": [{"id": n, "quote": ""}], "fallback": False} if n
+            else {"answer": "", "citations": [], "fallback": True})
+
+
+def test_a_planned_look_up_searches_again_with_its_best_passage(eng: Engine):
+    budget = ControlBudget().model_copy(update={"plan_templates": False})
+    opts = TurnOptions(answer=OPEN, budget=budget, force_mode="R3")
+    brain = Brain(plan=json.dumps(BRIDGE_PLAN), answer=answer)
+    resp = with_models(eng, llm=ScriptedLLM([brain] * 100)).ask(
+        "When was the designer of the Linden Bridge born?", options=opts)
+    assert resp.mode == "R3_DAG_PLAN"
+    searches = eng.trace(resp.trace_id)["searches"]
+    first, follow_up = searches[0], searches[1]
+    assert first["query"] == "Who designed the Linden Bridge?"
+    linden = first["chunk_ids"][0]
+    assert "Linden Bridge opened in 1811" in eng.store.get_chunk(linden).text
+    # the follow-up hop: the look-up plus its best passage, which names the designer
+    assert follow_up["query"].startswith("Who designed the Linden Bridge?\n")
+    assert "Tobias Marrick" in follow_up["query"]
+    # the dependent look-up (task 2) still searches with what task 1 established
+    assert any(s["query"].startswith("When was the designer") and "Tobias Marrick" in s["query"]
+               for s in searches[2:])
