@@ -634,6 +634,13 @@ class SelfCorrectiveLoop:
                                          "reason": out.rewrite_reason, "keywords": out.keywords})
         return out
 
+    def _first_clearing_floor(self) -> SearchResult | None:
+        """The first search's result when it has hits and its evidence clears the refusal floor."""
+        first = self._first
+        if self.evidence_ok is None or first is None or not first.hits or not self.evidence_ok(first):
+            return None
+        return first
+
     def _answer_documents(self, state: SCRAGState) -> list[SearchHit] | None:
         """What `generate` answers from when the first search's evidence clears the refusal floor:
         the documents that passed in a rewrite's search and the first search did not find (new
@@ -642,8 +649,8 @@ class SelfCorrectiveLoop:
         grader rejects the gold paragraph of one hop and passes look-alikes). None (the documents
         that passed, `filtered_documents`) when the first search is below the floor or there is no
         evidence check. Recorded in the state; GRADE_OVERRIDDEN when nothing passed at all."""
-        first = self._first
-        if self.evidence_ok is None or first is None or not first.hits or not self.evidence_ok(first):
+        first = self._first_clearing_floor()
+        if first is None:
             return None
         first_ids = {h.chunk_id for h in first.hits}
         found = [h for h in state.filtered_documents if h.chunk_id not in first_ids]
@@ -665,9 +672,8 @@ class SelfCorrectiveLoop:
         clears the refusal floor, answer once more from that search's documents, as R1 would: the
         loop must not turn a retrieval R1 answers from into a refusal. Recorded in the state and as
         ANSWER_RETRIED; the verifier decides what is delivered, as for any answer."""
-        first = self._first
-        if (self.refused is None or state.generation_result is None
-                or self.evidence_ok is None or first is None or not first.hits or not self.evidence_ok(first)
+        first = self._first_clearing_floor()
+        if (self.refused is None or state.generation_result is None or first is None
                 or (self.cancel is not None and self.cancel.cancelled) or self.clock() >= self._deadline):
             return
         if (state.answer_chunk_ids == [h.chunk_id for h in first.hits]

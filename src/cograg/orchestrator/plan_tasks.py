@@ -18,6 +18,7 @@ from cograg.answer.contract import strip_markers
 from cograg.trace import RecordingLLM, Trace
 from cograg.control.models import CancelToken, SubTask, TaskResult
 from cograg.orchestrator.turn import TurnEvidence
+from cograg.retrieval.hops import follow_up_search
 from cograg.retrieval.models import SearchResult
 
 TaskRunner = Callable[[SubTask, list[TaskResult], CancelToken], TaskResult]
@@ -49,8 +50,6 @@ class PlanTaskRunners:
         second hop of a bridge question) searches with what they established and sees it as facts;
         one that depends on nothing searches twice, the second time with its best passage
         (`follow_up_search`), since the paragraph it needs may only be named in that one."""
-        from cograg.retrieval.hops import follow_up_search
-
         started = time.perf_counter()
         t = self._sub_trace(task)
         usable = _established(deps)

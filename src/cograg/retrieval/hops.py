@@ -32,7 +32,8 @@ def follow_up_search(search: Callable[[str], SearchResult], query: str, *, keep:
     kept = first.hits[:keep if keep is not None else max(1, size * 2 // 3)]
     seen = {h.chunk_id for h in kept}
     added = [h for h in second.hits if h.chunk_id not in seen]
-    rest = [h for h in first.hits[len(kept):] if h.chunk_id not in {a.chunk_id for a in added}]
+    seen.update(h.chunk_id for h in added)
+    rest = [h for h in first.hits[len(kept):] if h.chunk_id not in seen]
     return first.model_copy(update={"hits": (kept + added + rest)[:size]})
 
 
