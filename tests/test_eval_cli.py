@@ -167,6 +167,13 @@ def test_eval_verifier_maps_labels_and_reports_the_judge_and_split(cli, tmp_path
     assert [r["id"] for r in rep["rows"]] == [f"{r['claim_id']}:7" for r in records if split_of(r) == "evaluation"]
     assert {r["gold"] for r in rep["rows"]} == {"SUPPORTED", "UNRELATED", "CONTRADICTED"}
     assert 0 < rep["summary"]["macro_f1"] < 1  # the lexical judge cannot see the contradiction
+    # what the contract depends on: the lexical judge calls the contradicted pairs SUPPORTED
+    said = [r for r in rep["rows"] if r["predicted"] == "SUPPORTED"]
+    wrong = [r for r in said if r["gold"] != "SUPPORTED"]
+    assert wrong and rep["summary"]["precision.SUPPORTED"] == round(1 - len(wrong) / len(said), 3)
+    assert rep["summary"]["false_supported"] == round(
+        len(wrong) / sum(r["gold"] != "SUPPORTED" for r in rep["rows"]), 3)
+    assert rep["gates"]["false_supported"] == "lower"
     limited = json.loads(cli("eval", "verifier", tmp_path / "pairs.jsonl", "--judge", "lexical", "--limit", "4",
                              "--split", "calibration", "--json").stdout)
     assert len(limited["rows"]) == 4 and limited["split"] == "calibration"

@@ -137,8 +137,23 @@ def run_verifier(params: dict[str, Any], ctx: EvalContext) -> EvalReport:
     judge = ctx.judge(spec if spec != "llm" else f"llm:{ctx.settings.models.llm}")
     rows = evaluate_verifier(records, judge, ctx.progress.on_query)
     return report_for("verifier", params, ctx, dataset=str(params["file"]), rows=rows,
-                      summary=label_summary(rows, VERDICTS) | {"judge_errors": sum(r["predicted"] == "ERROR" for r in rows)},
-                      gates={"macro_f1": "higher", "accuracy": "higher"}, config={"judge": getattr(judge, "name", spec)})
+                      summary=verifier_summary(rows),
+                      gates={"macro_f1": "higher", "accuracy": "higher", "precision.SUPPORTED": "higher",
+                             "false_supported": "lower"},
+                      config={"judge": getattr(judge, "name", spec)})
+
+
+def verifier_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Macro-F1 and per-verdict F1, plus what the citation contract depends on: a claim is delivered
+    only when judged SUPPORTED, so `precision.SUPPORTED` (of the pairs judged SUPPORTED, the share
+    that are) and `false_supported` (of the pairs that are not, the share judged SUPPORTED)."""
+    said = [r for r in rows if r["predicted"] == "SUPPORTED"]
+    unsupported = [r for r in rows if r["gold"] != "SUPPORTED"]
+    return label_summary(rows, VERDICTS) | {
+        "precision.SUPPORTED": round(sum(r["gold"] == "SUPPORTED" for r in said) / len(said), 3) if said else 0.0,
+        "false_supported": round(sum(r["predicted"] == "SUPPORTED" for r in unsupported) / len(unsupported), 3)
+        if unsupported else 0.0,
+        "judge_errors": sum(r["predicted"] == "ERROR" for r in rows)}
 
 
 @register("contract", "citation-contract validation of hand-written drafts (model-free)")
