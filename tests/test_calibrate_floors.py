@@ -68,6 +68,21 @@ def test_the_script_admits_exactly_what_the_answerers_gate_admits(question, scor
     assert gated(_row(question, "answerable", score), config) == answerer._evidence_ok(result)
 
 
+@pytest.mark.parametrize(("rerank", "cosine", "admitted"), [
+    (0.9, 0.70, False),  # the rater likes it, the embedder finds nothing close: refused
+    (0.9, 0.86, True),
+    (0.2, 0.95, False),  # below the reranker floor
+    (0.9, None, True),  # no vector score (BM25 only): the reranker floor alone
+])
+def test_a_reranked_search_must_clear_the_reranker_floor_and_the_cosine_floor(rerank, cosine, admitted):
+    config = AnswerConfig(min_evidence_cosine=0.845, min_evidence_rerank=0.3)
+    answerer = Answerer(search=lambda q: None, llm=None, verifier=None, config=config)  # type: ignore[arg-type]
+    hit = SearchHit.model_construct(chunk_id="c1", doc_id="d1", text="t", score=0.5)
+    result = SearchResult(query="Which band headlined the first festival on Mars?", mode="hybrid", hits=[hit],
+                          evidence_score=rerank, evidence_source="reranker:llm:fast", best_cosine=cosine)
+    assert answerer._evidence_ok(result) is admitted
+
+
 def test_floors_are_chosen_per_language_and_never_from_evaluation_rows():
     rows = ([_row("Who designed the bridge?", "answerable", s) for s in (0.84, 0.86)]
             + [_row("Who won the 2035 prize?", "written", 0.81)]

@@ -222,6 +222,11 @@ def test_reranker_reorders_and_sets_evidence(engine: Engine):
     assert "seven arches" in res.hits[0].text
     assert res.evidence_score == pytest.approx(0.9) and res.evidence_source == "reranker:test:keyword"
     assert res.hits[0].rerank_score == pytest.approx(0.9)
+    # the best visible cosine travels with a reranked result: the refusal gate still checks it
+    reranked = engine.search("tram bridge fares arches", k=3)
+    plain = engine.search("tram bridge fares arches", k=3, rerank=False)
+    assert reranked.evidence_source == "reranker:test:keyword" and plain.evidence_source == "vector_cosine"
+    assert plain.evidence_score is not None and reranked.best_cosine == pytest.approx(plain.evidence_score)
 
 
 def _hit(doc: str, seq: int, text: str, start: int, tokens: int, score: float = 1.0):

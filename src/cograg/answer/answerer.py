@@ -110,7 +110,11 @@ class Answerer:
         if not result.hits or result.evidence_score is None:
             return bool(result.hits) and result.evidence_score is None  # bm25-only: no calibrated score
         if (result.evidence_source or "").startswith("reranker"):
-            return result.evidence_score >= self.config.min_evidence_rerank
+            # A reranker's score alone does not gate: the embedded LLM rater gives unanswerable
+            # questions the same 0.9 as answerable ones (docs/benchmarks.md, "Reranker refusal
+            # floor"), so the calibrated cosine floor still applies to the best visible chunk.
+            return result.evidence_score >= self.config.min_evidence_rerank and (
+                result.best_cosine is None or result.best_cosine >= self._cosine_floor(result.query))
         return result.evidence_score >= self._cosine_floor(result.query)
 
     def _messages(self, question: str, blocks: list[ContextBlock], retry_reason: str | None,

@@ -103,6 +103,8 @@ class SearchResult(BaseModel):
     evidence_score: float | None = Field(
         None, description="best evidence for the query: reranker score if reranking ran, else best cosine")
     evidence_source: str | None = None
+    best_cosine: float | None = Field(
+        None, description="best cosine of a chunk the user may see, also when a reranker set evidence_score")
     policy_version: str | None = None
     filtered_by_policy: int = 0
     fusion: FusionDecision | None = Field(None, description="how BM25 and vectors were fused for the query, and why")

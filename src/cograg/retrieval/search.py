@@ -202,7 +202,7 @@ class Retriever:
             timings["rerank"] = (time.perf_counter() - t0) * 1000
         timings["total"] = (time.perf_counter() - started) * 1000
         return SearchResult(query=query, mode=mode, hits=hits_out[:req.k], evidence_score=evidence,
-                            evidence_source=evidence_source, policy_version=self.policy.policy_version(),
+                            evidence_source=evidence_source, best_cosine=best_cos, policy_version=self.policy.policy_version(),
                             filtered_by_policy=filtered, notes=notes, fusion=decisions[0] if decisions else None,
                             timings_ms={k: round(v, 2) for k, v in timings.items()})
 
