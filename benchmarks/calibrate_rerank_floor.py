@@ -17,7 +17,7 @@ admit/refuse rates are reported for the old floor (0.30) and the chosen one.
 An LLM rating per candidate is slow on CPU (`--candidates` × one model call per question), so the
 run takes a sample: `--limit` questions per source and split.
 
-    .venv/bin/python benchmarks/calibrate_rerank_floor.py [--llm fast] [--candidates 8] [--limit 6] [--write-docs]
+    .venv/bin/python benchmarks/calibrate_rerank_floor.py [--llm fast] [--candidates 6] [--limit 3] [--write-docs]
 
 Per-question scores: benchmarks/results/rerank-floor-<split>.jsonl; summary: rerank-floor.json.
 """
@@ -86,8 +86,8 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=REPO / ".bench-stores")
     ap.add_argument("--llm", default="fast", help="the reranking LLM: fast | default | gguf:PATH | openai:URL")
     ap.add_argument("--reranker", default="llm")
-    ap.add_argument("--candidates", type=int, default=8, help="retrieval.rerank_candidates")
-    ap.add_argument("--limit", type=int, default=6, help="questions per source and split")
+    ap.add_argument("--candidates", type=int, default=6, help="retrieval.rerank_candidates")
+    ap.add_argument("--limit", type=int, default=3, help="questions per source and split")
     ap.add_argument("--write-docs", action="store_true")
     args = ap.parse_args()
     splits = ("calibration", "evaluation")

@@ -69,11 +69,14 @@ class AnswerConfig(_Section):
     # split only (cograg.eval.splits) by benchmarks/calibrate_floors.py: answerable cmrc2018 (zh) and
     # HotpotQA (en) questions against unanswerable ones, best balanced accuracy; the evaluation
     # split's figures are in docs/benchmarks.md, "Refusal floors" (0.83/0.87 before, chosen on both
-    # splits). The reranker floor is not calibrated (no reranker in the default path). The router's
+    # splits). The reranker floor could not be calibrated: benchmarks/calibrate_rerank_floor.py found
+    # the embedded LLM rater giving every question, answerable or not, the same best score, so a
+    # reranked search must clear the cosine floor as well ("Reranker refusal floor"). The router's
     # preflight (R1 vs R2) uses the same floors.
     min_evidence_cosine: float = Field(0.845, description="refuse below this best vector cosine (non-Chinese questions)")
     min_evidence_cosine_zh: float = Field(0.88, description="refuse below this best vector cosine (Chinese questions)")
-    min_evidence_rerank: float = Field(0.30, description="refuse below this best reranker score")
+    min_evidence_rerank: float = Field(
+        0.30, description="refuse below this best reranker score (the cosine floor applies as well)")
     max_question_chars: int = Field(2000, ge=1)
     max_answer_tokens: int = Field(384, ge=16)
     max_sentences: int = Field(5, ge=1)
