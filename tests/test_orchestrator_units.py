@@ -159,3 +159,18 @@ def test_synthesis_falls_back_to_the_verified_task_statements():
         assert out.method == "task_statements"
         assert out.answer == "The Linden Bridge opened in 1811 [1]. The Rhine Bridge opened in 1870 [2]."
         assert [c.id for c in out.citations] == ["1", "2"]
+
+
+def test_two_steps_that_established_the_same_fact_read_once():
+    # seen on HotpotQA: "Both Never Cry Wolf and Big Hero 6 films were released by what label?" answered
+    # "Walt Disney Pictures [1]. Walt Disney Pictures [1]." from its two look-ups
+    same = {1: TaskResult(id=1, description="Which bridge opened in 1811?", kind="retrieve", status="done",
+                          statement="The Linden Bridge opened in 1811 [1].", citations=[cit("1", "c1")]),
+            2: TaskResult(id=2, description="What opened in 1811?", kind="retrieve", status="done",
+                          statement="the Linden Bridge opened in 1811 [1]", citations=[cit("1", "c1")])}
+    out = synthesizer(ScriptedLLM([LLMOutputError("garbage")] * 3)).synthesize("What opened in 1811?",
+                                                                                list(same.values()))
+    assert out.answer == "The Linden Bridge opened in 1811 [1]."
+    from cograg.answer.contract import distinct_sentences
+    assert distinct_sentences(["A b [1].", "a  B [2]", "C [1]."]) == ["A b [1].", "C [1]."]
+    assert distinct_sentences(["银雾于1978年育成[1]。", "银雾于1978年育成[2]"]) == ["银雾于1978年育成[1]。"]

@@ -94,3 +94,82 @@ def test_a_planned_look_up_searches_again_with_its_best_passage(eng: Engine):
     # the dependent look-up (task 2) still searches with what task 1 established
     assert any(s["query"].startswith("When was the designer") and "Tobias Marrick" in s["query"]
                for s in searches[2:])
+
+
+# --------------------------------------------------------------------------- R1 with the hop
+HOP_HITS = {
+    "When was the designer of the Linden Bridge born?": [
+        hit("linden", "The Linden Bridge opened in 1811. It was designed by Tobias Marrick."),
+        hit("rhine", "The Rhine Bridge opened in 1870. It has twelve spans."),
+        hit("tram", "A single tram ticket costs EUR 2.10.")],
+    "When was the designer of the Linden Bridge born?\nThe Linden Bridge opened in 1811. It was designed by "
+    "Tobias Marrick.": [
+        hit("linden", "The Linden Bridge opened in 1811. It was designed by Tobias Marrick."),
+        hit("marrick", "Tobias Marrick was born in Leeds in 1770.")],
+}
+
+
+def r1_answer(follow_up_hop: bool, first_evidence: float = 0.9):
+    from cograg.answer.answerer import Answerer
+    from cograg.answer.verifier import Verifier
+    from cograg.config import AnswerConfig
+    from cograg.models.judge import LexicalJudge
+    from tests.test_answer import answering
+
+    queries: list[str] = []
+
+    def search(query: str) -> SearchResult:
+        queries.append(query)
+        return SearchResult(query=query, mode="hybrid", hits=HOP_HITS[query], evidence_score=first_evidence
+                            if len(queries) == 1 else 0.99, evidence_source="vector")
+
+    prompts: list[str] = []
+
+    def reply(messages):
+        prompts.append(messages[-1].content)
+        if "born in Leeds" not in messages[-1].content:
+            return json.dumps({"answer": "", "citations": [], "fallback": True})
+        return answering("Tobias Marrick was born in 1770 [{n}].", "born in")(messages)
+
+    llm = ScriptedLLM([reply, reply])
+    config = AnswerConfig(follow_up_hop=follow_up_hop, min_evidence_cosine=0.8)
+    answerer = Answerer(search=search, llm=llm, verifier=Verifier(LexicalJudge(), min_similarity=-1.0), config=config)
+    return answerer.answer("When was the designer of the Linden Bridge born?"), queries, prompts
+
+
+def test_r1_with_the_follow_up_hop_answers_a_bridge_question_from_the_paragraph_only_its_best_passage_names():
+    resp, queries, prompts = r1_answer(follow_up_hop=True)
+    assert len(queries) == 2 and "Tobias Marrick" in queries[1]
+    assert not resp.fallback and "1770" in resp.answer
+    assert [c.chunk_id for c in resp.citations] == ["marrick"]
+
+
+def test_r1_without_the_hop_never_sees_that_paragraph():
+    resp, queries, prompts = r1_answer(follow_up_hop=False)
+    assert len(queries) == 1 and resp.fallback
+    assert all("born in Leeds" not in p for p in prompts)
+
+
+def test_the_refusal_gate_reads_the_questions_own_search_not_the_hop():
+    # the hop's search scores 0.99; the question's own best (0.5) is under the floor: refused, no model call
+    resp, queries, prompts = r1_answer(follow_up_hop=True, first_evidence=0.5)
+    assert resp.fallback and resp.route == "REFUSED" and prompts == []
+
+
+def test_the_hop_never_seeds_its_query_with_a_passage_the_policy_hides():
+    hidden = hit("secret", "The vault code is 1234.").model_copy(update={"snippet_visible": False})
+    queries: list[str] = []
+
+    def search(query: str) -> SearchResult:
+        queries.append(query)
+        return SearchResult(query=query, mode="hybrid", hits=[hidden, hit("b")] if query == "q" else [hit("c")])
+
+    follow_up_search(search, "q")
+    assert queries == ["q", "q\ntext of b"]  # the best visible passage seeds it; the hidden text goes nowhere
+    queries.clear()
+
+    def only_hidden(query: str) -> SearchResult:
+        queries.append(query)
+        return SearchResult(query=query, mode="hybrid", hits=[hidden])
+
+    assert [h.chunk_id for h in follow_up_search(only_hidden, "q").hits] == ["secret"] and queries == ["q"]

@@ -16,7 +16,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from cograg.answer.contract import Citation, ContractIssues, DraftAnswer, strip_markers, validate_draft
+from cograg.answer.contract import (Citation, ContractIssues, DraftAnswer, distinct_sentences, strip_markers,
+                                    validate_draft)
 from cograg.answer.injection import obeyed_injection, redact, untrusted_quote
 from cograg.answer.verifier import ClaimCheck, Verifier
 from cograg.config import AnswerConfig, VerificationConfig
@@ -25,6 +26,7 @@ from cograg.messages import message
 from cograg.models import ModelError
 from cograg.prompts import load_prompt
 from cograg.questions import expects_number, has_number, needs_clarification
+from cograg.retrieval.hops import follow_up_search
 from cograg.retrieval.models import SearchResult
 from cograg.retrieval.packing import ContextBlock, pack_context
 from cograg.text import is_chinese
@@ -203,7 +205,8 @@ class Answerer:
 
         preset = result is not None
         if result is None:
-            result = self.search(q)
+            # the refusal gate still reads the question's own search: the hop only adds passages
+            result = follow_up_search(self.search, q) if self.config.follow_up_hop else self.search(q)
         hidden.update(result.hidden_chunk_ids())
         trace.retrieved += [{"chunk_id": h.chunk_id, "doc_id": h.doc_id, "score": round(h.score, 5),
                              "retrievers": {k: v.model_dump() for k, v in h.retrievers.items()}} for h in result.hits
@@ -319,6 +322,7 @@ class Answerer:
             resp.claims, resp.removed = verification.claims, removed
             return finish(trace, resp)
 
+        kept = distinct_sentences(kept)
         answer = " ".join(kept) if not is_chinese(q) else "".join(kept)
         used = {k for s in kept for k in re.findall(r"\[(\d+)\]", s)}
         citations = [c for c in validated.citations if c.id in used]

@@ -147,6 +147,20 @@ def strip_markers(text: str) -> str:
     return re.sub(r"\s+([。.,，!?！？])", r"\1", MARKER_RE.sub("", text)).strip()
 
 
+def distinct_sentences(sentences: list[str]) -> list[str]:
+    """`sentences` without the ones that repeat an earlier one (citation markers, case, width and
+    final punctuation aside): two plan steps that established the same fact must not read twice."""
+    seen: set[str] = set()
+    out: list[str] = []
+    for sentence in sentences:
+        key = normalise_for_match(strip_markers(sentence)).rstrip(" .。!?！？")
+        if key and key in seen:
+            continue
+        seen.add(key)
+        out.append(sentence)
+    return out
+
+
 _CJK_CHAR = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _LINE_BULLET = re.compile(r"(?m)^[ \t]*(?:[-*+•]|\d+[.)])[ \t]+")
 

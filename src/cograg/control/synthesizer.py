@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from cograg.answer.contract import Citation, answer_sentences, markers_in, strip_markers
+from cograg.answer.contract import Citation, answer_sentences, distinct_sentences, markers_in, strip_markers
 from cograg.answer.verifier import ClaimCheck, Verifier
 from cograg.control.models import TaskResult
 from cograg.models import ModelError
@@ -124,7 +124,7 @@ class Synthesizer:
         produced the text, nothing is delivered without a SUPPORTED verdict (C3)."""
         evidence = {c.id: self.chunk_text(c.chunk_id) for c in citations}
         verification = self.verifier.verify("\n".join(sentences), citations, evidence, question=question)
-        kept = [c.sentence for c in verification.claims if c.kept]
+        kept = distinct_sentences([c.sentence for c in verification.claims if c.kept])
         used = {k for sentence in kept for k, _, _ in markers_in(sentence)}
         return SynthesisResult(answer=("" if is_chinese(question) else " ").join(kept),
                                citations=[c for c in citations if c.id in used], claims=verification.claims,

@@ -20,14 +20,17 @@ from cograg.retrieval.models import SearchResult
 
 
 def follow_up_search(search: Callable[[str], SearchResult], query: str, *, keep: int | None = None) -> SearchResult:
-    """`search(query)`, then `search(query + its top passage)`; the first result's hits with its
+    """`search(query)`, then `search(query + its top visible passage)`; the first result's hits with its
     `keep` best (default two thirds of them) in front and the second search's new hits after them,
     as many as the first returned. Score, evidence and fusion are the first search's: the question's
     own evidence still decides whether to answer."""
     first = search(query)
-    if not first.hits:
+    # the seed is the best passage the user may see: a search's query lands in traces, and a source
+    # whose text the policy hides (`snippet_visible: false`) must not appear there
+    seed = next((h for h in first.hits if h.snippet_visible), None)
+    if seed is None:
         return first
-    second = search(f"{query}\n{first.hits[0].text}")
+    second = search(f"{query}\n{seed.text}")
     size = len(first.hits)
     kept = first.hits[:keep if keep is not None else max(1, size * 2 // 3)]
     seen = {h.chunk_id for h in kept}
