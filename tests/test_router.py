@@ -437,3 +437,50 @@ def test_greetings_thanks_and_meta_stay_conversational(question: str) -> None:
                                       "Tell me about the Linden Bridge."])
 def test_questions_that_need_facts_are_not_conversational(question: str) -> None:
     assert not is_conversational(question)
+
+
+# --------------------------------------------------------------------------- comparisons: R1 when one search covers both
+
+COMPARISON = "Which magazine was started first, Arthur's Magazine or First for Women?"
+BOTH = ["Arthur's Magazine (1844–1846) was an American literary periodical.",
+        "First for Women is a woman's magazine published by Bauer Media Group in the USA. It was started in 1989."]
+
+
+@pytest.mark.parametrize(("texts", "evidence", "mode", "why"), [
+    (BOTH, 0.9, "R1_ONE_SHOT_RETRIEVE", "-> R1"),
+    (BOTH[:1] + ["The Lindenport Courier is a weekly."], 0.9, "R3_DAG_PLAN", "First for Women not in the top"),
+    (BOTH, 0.5, "R3_DAG_PLAN", "under the refusal floor"),
+])
+def test_a_comparison_one_search_covers_goes_to_r1_and_stays_multi_hop(texts, evidence, mode, why) -> None:
+    searched: list[str] = []
+
+    def search(q: str) -> SearchResult:
+        searched.append(q)
+        return result(q, texts, evidence)
+
+    d = Router(load_rules(), search=search).route(COMPARISON)
+    assert (d.route, d.mode) == ("MULTI_HOP", mode) and searched == [COMPARISON]
+    assert any(why in r for r in d.reasons)
+
+
+def test_an_entity_past_the_hits_r1_answers_from_does_not_count() -> None:
+    texts = [BOTH[0]] + ["filler text"] * 6 + [BOTH[1]]  # First for Women is hit 8 of 8; R1 reads 6
+    d = Router(load_rules(), search=lambda q: result(q, texts, 0.9)).route(COMPARISON)
+    assert d.mode == "R3_DAG_PLAN"
+    d = Router(load_rules(), search=lambda q: result(q, texts, 0.9),
+               floors=AnswerConfig(retrieve_hits=8)).route(COMPARISON)
+    assert d.mode == "R1_ONE_SHOT_RETRIEVE"
+
+
+def test_the_rule_table_can_send_every_comparison_to_r3() -> None:
+    rules = load_rules().model_copy(update={"comparison_one_search": False})
+    searched: list[str] = []
+    d = Router(rules, search=lambda q: searched.append(q) or result(q, BOTH, 0.9)).route(COMPARISON)
+    assert d.mode == "R3_DAG_PLAN" and searched == []
+
+
+def test_a_multi_hop_question_that_is_no_comparison_still_plans() -> None:
+    # a bridge question: one search finding its first paragraph says nothing about the second
+    d = Router(load_rules(), search=lambda q: result(q, BOTH, 0.9)).route(
+        "Who directed the film that starred the lead singer of the band f(x)?")
+    assert (d.route, d.mode) == ("MULTI_HOP", "R3_DAG_PLAN")

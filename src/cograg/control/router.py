@@ -43,7 +43,7 @@ from cograg.control.routing_rules import RiskWeights, RoutingThresholds, SignalW
 from cograg.messages import message
 from cograg.models import ModelError
 from cograg.retrieval.models import SearchResult
-from cograg.text import is_chinese
+from cograg.text import is_chinese, normalise_for_match
 
 
 # --------------------------------------------------------------------------- LLM scores
@@ -184,6 +184,35 @@ class Router:
         self.search = search
         self.floors = floors or AnswerConfig()
 
+    def _comparison_in_one_search(self, question: str, rules: RoutingRules, reasons: list[str]) -> Sufficiency | None:
+        """The preflight of a two-entity comparison: its sufficiency when one search of the question
+        clears the refusal floor and both compared entities appear in the passages R1 would answer
+        from (then R1 answers it), else None (R3 plans one look-up per entity)."""
+        from cograg.control.plan_templates import template_plan
+
+        if not rules.comparison_one_search or self.search is None:
+            return None
+        plan = template_plan(question)
+        if plan is None or plan.name != "comparison" or len(plan.entities) != 2:
+            return None
+        try:
+            result = self.search(question)
+        except Exception as exc:  # the injected search may be anything; R3 searches per entity anyway
+            reasons.append(f"comparison preflight failed ({type(exc).__name__}) -> R3")
+            return None
+        suff = preflight(result, question, rules, self.floors)
+        hits = (self.floors or AnswerConfig()).retrieve_hits
+        seen = normalise_for_match(" ".join(h.text for h in result.hits[:hits]))
+        missing = [e for e in plan.entities if normalise_for_match(e) not in seen]
+        if not suff.above_floor or missing:
+            why = f"{', '.join(missing)} not in the top {hits} hits" if missing else \
+                f"best score {suff.top_score} under the refusal floor"
+            reasons.append(f"comparison: one search is not enough ({why}) -> R3")
+            return None
+        reasons.append(f"comparison: one search clears the floor (top={suff.top_score}) and names both "
+                       f"{plan.entities[0]!r} and {plan.entities[1]!r} -> R1")
+        return suff
+
     def route(self, question: str, *, facts: list[str] | None = None, has_context: bool = False,
               session_summary: str | None = None) -> RouteDecision:
         rules = self.rules
@@ -238,6 +267,9 @@ class Router:
             reasons.append("ambiguity left to the conversation context")
         if scores.complexity >= th.multi_hop_complexity:
             reasons.append(f"MULTI_HOP: complexity {scores.complexity:.2f} >= {th.multi_hop_complexity}")
+            one_search = self._comparison_in_one_search(question, rules, reasons)
+            if one_search is not None:
+                return decide("MULTI_HOP", "R1_ONE_SHOT_RETRIEVE", sufficiency=one_search)
             return decide("MULTI_HOP", "R3_DAG_PLAN")
         if scores.retrieval_need < th.fast_path_retrieval_need:
             # R0 only when low risk and no new evidence is needed (seed 004 §5.9 constraint)

@@ -95,6 +95,10 @@ class RoutingRules(BaseModel):
     signals: SignalWeights = Field(default_factory=SignalWeights)
     sufficiency: dict[Literal["en", "zh"], SufficiencyThresholds] = Field(
         default_factory=lambda: {"en": SufficiencyThresholds(), "zh": SufficiencyThresholds()})
+    comparison_one_search: bool = Field(
+        True, description="a two-entity comparison whose one search clears the refusal floor and names both "
+        "entities in the passages R1 answers from goes to R1, not R3 (docs/benchmarks.md, control flow on "
+        "comparison questions: R3 did not beat R1 there and took twice as long)")
 
     def sufficiency_for(self, question: str) -> SufficiencyThresholds:
         lang: Literal["en", "zh"] = "zh" if is_chinese(question) else "en"
