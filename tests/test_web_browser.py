@@ -182,6 +182,28 @@ def test_session_panel_and_fact_ledger_with_forget(page) -> None:
     assert page.input_value("#session") == first
 
 
+def test_a_ledger_request_answering_late_never_brings_back_a_forgotten_fact(page) -> None:
+    # seen on a loaded CI machine: a facts request sent before "forget" answered after the one sent
+    # after it, and the forgotten fact came back on screen
+    ask_on_page(page)
+    page.locator("#facts li[data-fact-id]").first.wait_for()
+    page.evaluate("""() => {
+      const plain = window.fetch; let delayed = false;
+      window.fetch = async (url, opts) => {
+        const resp = await plain(url, opts);
+        if (!delayed && String(url).endsWith('/facts') && !(opts && opts.method)) {
+          delayed = true; await new Promise(done => setTimeout(done, 1500));
+        }
+        return resp;
+      };
+    }""")
+    page.dispatch_event("#session", "change")  # a reload of the ledger, answered 1.5 s late
+    page.click("#facts li[data-fact-id] button.forget")
+    page.wait_for_function("document.querySelector('#facts').innerText.includes('No facts')")
+    page.wait_for_timeout(2500)  # the late answer has arrived by now
+    assert "No facts" in page.inner_text("#facts") and page.locator("#facts li[data-fact-id]").count() == 0
+
+
 @pytest.mark.parametrize("app_kind", ["keyed"])
 def test_api_key_on_the_page_opens_the_documents_of_its_groups(page) -> None:
     from tests.test_api_keys import ALICE_KEY

@@ -320,12 +320,17 @@ function currentSession() {
   return id;
 }
 
+let factsLoad = 0;  // loads can overlap (ask, session change, forget): only the latest one renders
+
 async function loadFacts() {
   const id = currentSession();
+  const load = ++factsLoad;
   $("#facts-session").textContent = id;
   const list = $("#facts");
   let facts = [];
   try { facts = await api(`/api/sessions/${encodeURIComponent(id)}/facts`); } catch (err) { facts = []; }
+  // an older request answering late would show a ledger from before a change (a forgotten fact)
+  if (load !== factsLoad) return;
   list.innerHTML = facts.length ? "" : `<li class="hint">${esc(t("web.no_facts"))}</li>`;
   for (const f of facts) {
     const li = document.createElement("li");
