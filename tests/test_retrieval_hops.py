@@ -154,6 +154,7 @@ def test_the_refusal_gate_reads_the_questions_own_search_not_the_hop():
     # the hop's search scores 0.99; the question's own best (0.5) is under the floor: refused, no model call
     resp, queries, prompts = r1_answer(follow_up_hop=True, first_evidence=0.5)
     assert resp.fallback and resp.route == "REFUSED" and prompts == []
+    assert len(queries) == 1  # a refused question makes no second search
 
 
 def test_the_hop_never_seeds_its_query_with_a_passage_the_policy_hides():

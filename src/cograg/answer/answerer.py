@@ -26,7 +26,7 @@ from cograg.messages import message
 from cograg.models import ModelError
 from cograg.prompts import load_prompt
 from cograg.questions import expects_number, has_number, needs_clarification
-from cograg.retrieval.hops import follow_up_search
+from cograg.retrieval.hops import with_follow_up
 from cograg.retrieval.models import SearchResult
 from cograg.retrieval.packing import ContextBlock, pack_context
 from cograg.text import is_chinese
@@ -205,8 +205,11 @@ class Answerer:
 
         preset = result is not None
         if result is None:
-            # the refusal gate still reads the question's own search: the hop only adds passages
-            result = follow_up_search(self.search, q) if self.config.follow_up_hop else self.search(q)
+            result = self.search(q)
+            # the refusal gate reads the question's own search: the hop only adds passages, so a
+            # question the gate refuses below makes no second search
+            if self.config.follow_up_hop and (not evidence_gate or self._evidence_ok(result)):
+                result = with_follow_up(self.search, q, result)
         hidden.update(result.hidden_chunk_ids())
         trace.retrieved += [{"chunk_id": h.chunk_id, "doc_id": h.doc_id, "score": round(h.score, 5),
                              "retrievers": {k: v.model_dump() for k, v in h.retrievers.items()}} for h in result.hits

@@ -24,6 +24,7 @@ from pydantic import BaseModel, field_validator
 
 from cograg.config import AnswerConfig
 from cograg.control.models import Mode, Route, RouteDecision, RouteScores, Sufficiency
+from cograg.control.plan_templates import template_plan
 # the rule table (`routing_rules`) and the rule-only signals (`route_signals`) have their own
 # modules; every name they took from here is still importable from here
 from cograg.control.route_signals import (
@@ -188,8 +189,6 @@ class Router:
         """The preflight of a two-entity comparison: its sufficiency when one search of the question
         clears the refusal floor and both compared entities appear in the passages R1 would answer
         from (then R1 answers it), else None (R3 plans one look-up per entity)."""
-        from cograg.control.plan_templates import template_plan
-
         if not rules.comparison_one_search or self.search is None:
             return None
         plan = template_plan(question)
@@ -201,7 +200,7 @@ class Router:
             reasons.append(f"comparison preflight failed ({type(exc).__name__}) -> R3")
             return None
         suff = preflight(result, question, rules, self.floors)
-        hits = (self.floors or AnswerConfig()).retrieve_hits
+        hits = self.floors.retrieve_hits
         seen = normalise_for_match(" ".join(h.text for h in result.hits[:hits]))
         missing = [e for e in plan.entities if normalise_for_match(e) not in seen]
         if not suff.above_floor or missing:

@@ -24,7 +24,13 @@ def follow_up_search(search: Callable[[str], SearchResult], query: str, *, keep:
     `keep` best (default two thirds of them) in front and the second search's new hits after them,
     as many as the first returned. Score, evidence and fusion are the first search's: the question's
     own evidence still decides whether to answer."""
-    first = search(query)
+    return with_follow_up(search, query, search(query), keep=keep)
+
+
+def with_follow_up(search: Callable[[str], SearchResult], query: str, first: SearchResult, *,
+                   keep: int | None = None) -> SearchResult:
+    """The second half of `follow_up_search`, for a caller that already holds `first`, the result of
+    `search(query)` (and may decide from it that no second search is worth making)."""
     # the seed is the best passage the user may see: a search's query lands in traces, and a source
     # whose text the policy hides (`snippet_visible: false`) must not appear there
     seed = next((h for h in first.hits if h.snippet_visible), None)
@@ -40,4 +46,4 @@ def follow_up_search(search: Callable[[str], SearchResult], query: str, *, keep:
     return first.model_copy(update={"hits": (kept + added + rest)[:size]})
 
 
-__all__ = ["follow_up_search"]
+__all__ = ["follow_up_search", "with_follow_up"]
