@@ -130,3 +130,15 @@ def make_pdf() -> Callable[..., Path]:
     """`make_pdf(path, pages: list[str], title=None)`: a PDF with one page per string
     (fpdf2, Helvetica, so Latin-1 text only)."""
     return _make_pdf
+
+
+@pytest.fixture(scope="session")
+def demo_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    """The example corpus ingested once, on the default 1.5B model and multilingual-e5, for the
+    end-to-end tests that only ask questions of it (each its own question or session): one ingest
+    and one model load instead of one per test module (~14 s each)."""
+    from tests.test_e2e_answer import _engine
+
+    eng = _engine(tmp_path_factory.mktemp("demo-engine"), "default", CORPUS)
+    yield eng
+    eng.close()

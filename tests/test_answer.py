@@ -335,4 +335,4 @@ def test_judge_calls_are_recorded_in_the_trace(eng: Engine):
     calls = eng.trace(r.trace_id)["model_calls"]
     assert [(c["purpose"], c["model"]) for c in calls] == [("generate", "scripted"), ("verify", "judge-model")]
     assert not isinstance(judge.llm, type(None)) and judge.llm.name == "judge-model"  # restored
-    assert eng.trace(r.trace_id)["prompt_versions"]["judge_claim"] == "judge_claim@3"
+    assert eng.trace(r.trace_id)["prompt_versions"]["judge_claim"] == "judge_claim@4"

@@ -46,9 +46,9 @@ def test_a_new_prompt_version_is_a_new_file_and_the_old_one_still_loads():
     assert load_prompt("verifiable_answer_system").version == "verifiable_answer_system@3"
     assert load_prompt("verifiable_answer_system", 1).version == "verifiable_answer_system@1"
     assert sorted(prompt_versions("verifiable_answer_system")) == [1, 2, 3]
-    assert load_prompt("judge_claim").version == "judge_claim@3"
-    assert load_prompt("judge_claim", 2).version == "judge_claim@2"
-    assert load_prompt("judge_claims").version == "judge_claims@2"
+    assert load_prompt("judge_claim").version == "judge_claim@4"
+    assert load_prompt("judge_claim", 3).version == "judge_claim@3"
+    assert load_prompt("judge_claims").version == "judge_claims@3"
     with pytest.raises(ValueError, match="no version 9"):
         load_prompt("judge_claim", 9)
     with pytest.raises(ValueError, match="no prompt template"):
@@ -85,10 +85,10 @@ def test_the_answerer_sends_the_new_answer_prompt(tmp_path: Path):
 def test_single_judge_prompt_has_the_question_and_the_answers_rule():
     llm = ScriptedLLM(['{"verdict": "UNRELATED", "reason": "does not answer"}'])
     v = LLMJudge(llm).judge("Ramesh Naidu.", PASSAGE, QUESTION)
-    prompt = llm.calls[0].messages[-1].content
+    system, user = llm.calls[0].messages
     assert v.verdict == "UNRELATED"
-    assert f"<question>\n{QUESTION}\n</question>" in prompt
-    assert "occurs in the passage but does not answer the question" in prompt and "is UNRELATED" in prompt
+    assert f"<question>\n{QUESTION}\n</question>" in user.content and QUESTION not in system.content
+    assert "occurs in the passage but does not answer the question" in system.content and "is UNRELATED" in system.content
 
 
 def test_batch_judge_prompt_has_the_question_and_the_answers_rule():
@@ -96,10 +96,10 @@ def test_batch_judge_prompt_has_the_question_and_the_answers_rule():
                                                 {"claim": 2, "verdict": "UNRELATED", "reason": "other fact"}]})])
     out = LLMJudge(llm).judge_many([("Jandhyala directed Navvulata.", PASSAGE),
                                     ("The music was by Ramesh Naidu.", PASSAGE)], QUESTION)
-    prompt = llm.calls[0].messages[-1].content
+    system, user = llm.calls[0].messages
     assert [v.verdict for v in out] == ["SUPPORTED", "UNRELATED"]  # type: ignore[union-attr]
-    assert f"<question>\n{QUESTION}\n</question>" in prompt
-    assert "occurs in the passage but does not answer the question" in prompt
+    assert f"<question>\n{QUESTION}\n</question>" in user.content
+    assert "occurs in the passage but does not answer the question" in system.content
 
 
 def test_the_verifier_hands_the_question_to_the_batch_judge_and_drops_what_does_not_answer():

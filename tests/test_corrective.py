@@ -513,3 +513,13 @@ def test_blank_question_is_rejected() -> None:
     loop, _ = make_loop(FakeModel(), FakeSearch({}))
     with pytest.raises(ValueError):
         loop.run("   ")
+
+
+def test_the_rewriters_keyword_list_is_bounded_in_its_schema_and_cut_when_longer():
+    """A grammar-constrained model stops after eight keywords (the bound is in the JSON schema);
+    a longer list from a backend without a grammar is cut to eight, not rejected."""
+    from cograg.control.corrective_models import RewriteProposal
+
+    assert RewriteProposal.model_json_schema()["properties"]["keywords"]["maxItems"] == 8
+    many = RewriteProposal.model_validate({"rewritten_query": "q", "keywords": [f"k{i}" for i in range(12)]})
+    assert many.keywords == [f"k{i}" for i in range(8)]

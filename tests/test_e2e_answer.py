@@ -55,8 +55,8 @@ def verified_sentences(resp, source: str) -> list[str]:
 
 
 @pytest.mark.timeout(1200)
-def test_default_model_answers_the_demo_question_with_verified_citations(tmp_path: Path):
-    eng = _engine(tmp_path, "default", REPO / "examples" / "corpus")
+def test_default_model_answers_the_demo_question_with_verified_citations(demo_engine: Engine):
+    eng = demo_engine
     resp = eng.ask("Who designed the stone Linden Bridge, and how many arches does it have?")
     assert_contract_holds(eng, resp)
     assert resp.grounded
@@ -77,18 +77,16 @@ def test_default_model_answers_the_demo_question_with_verified_citations(tmp_pat
     # risk rules since routing_rules@5): refused or not, the contract holds
     near = eng.ask("What is the Wi-Fi password of the Lindenport tram depot?")
     assert_contract_holds(eng, near, may_refuse=True)
-    eng.close()
 
 
-def test_default_model_chinese_question(tmp_path: Path):
+def test_default_model_chinese_question(demo_engine: Engine):
     """The default 1.5B model answers a Chinese question from the Chinese document, verified. (The
     0.5B `fast` profile answers this one with the wrong year from the same chunk, 2016, the year of
     a prize; the verifier then refuses it. That is a limit of the small model, not of the checks.)"""
-    eng = _engine(tmp_path, "default", REPO / "examples" / "corpus")
+    eng = demo_engine
     resp = eng.ask("耐寒茶树品种“银雾”是哪一年育成的？")
     assert_contract_holds(eng, resp)
     assert "1978" in "".join(verified_sentences(resp, "茶叶研究所.md")), resp.answer
-    eng.close()
 
 
 @pytest.mark.timeout(1800)

@@ -15,16 +15,14 @@ import pytest
 
 from cograg.control.models import ControlBudget
 from cograg.orchestrator.orchestrator import TurnOptions
-from tests.test_e2e_answer import REPO, _engine, assert_contract_holds, verified_sentences
+from tests.test_e2e_answer import assert_contract_holds, verified_sentences
 
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def eng(tmp_path_factory: pytest.TempPathFactory):
-    e = _engine(tmp_path_factory.mktemp("control"), "default", REPO / "examples" / "corpus")
-    yield e
-    e.close()
+@pytest.fixture
+def eng(demo_engine):
+    return demo_engine
 
 
 @pytest.mark.timeout(900)

@@ -6,18 +6,16 @@ the same follow-up is answered with a clarifying question."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from tests.test_e2e_answer import REPO, _engine, assert_contract_holds
+from tests.test_e2e_answer import assert_contract_holds
 
 pytestmark = pytest.mark.slow
 
 
 @pytest.mark.timeout(1500)
-def test_linden_bridge_follow_up_resolves_it_from_the_session(tmp_path: Path):
-    eng = _engine(tmp_path, "default", REPO / "examples" / "corpus")
+def test_linden_bridge_follow_up_resolves_it_from_the_session(demo_engine):
+    eng = demo_engine
     first = eng.ask("Who designed the stone Linden Bridge?", session="e2e")
     assert_contract_holds(eng, first)
     assert not first.fallback and "Marrick" in first.answer
@@ -40,4 +38,3 @@ def test_linden_bridge_follow_up_resolves_it_from_the_session(tmp_path: Path):
 
     alone = eng.ask("How many arches does it have?")
     assert alone.route == "CLARIFY" and alone.fallback
-    eng.close()

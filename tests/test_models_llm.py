@@ -988,3 +988,32 @@ def test_grammar_last_sampling_gives_the_chain_s_tokens(fast_model_path, monkeyp
     plain.close()
     patched.close()
 
+
+
+@slow
+def test_roles_share_one_model_and_each_keeps_its_cached_prompt(fast_model_path):
+    """Role handles (`for_role`) use the one loaded model and context; when the role changes, the
+    leaving role's KV state is saved and the arriving one's put back, so alternating answer and
+    judge calls each reuse their own prompt head — and answer exactly as a fresh context does."""
+    head_a = "You answer questions about capitals. Answer in one short sentence. " * 8
+    head_j = "You judge whether a claim is true. Reply with one word: yes or no. " * 8
+    ask = lambda head, q: [ChatMessage(role="system", content=head), ChatMessage(role="user", content=q)]  # noqa: E731
+
+    llm = LlamaCppLLM(fast_model_path, n_ctx=2048)
+    judge = llm.for_role("judge")
+    assert judge._llama is llm._llama and llm.for_role("judge") is judge and llm.for_role("answer") is llm
+    llm.chat(ask(head_a, "What is the capital of France?"), max_tokens=12)
+    judge.chat(ask(head_j, "Claim: Paris is in France."), max_tokens=4)
+    again_a = llm.chat(ask(head_a, "What is the capital of Italy?"), max_tokens=12)
+    again_j = judge.chat(ask(head_j, "Claim: Rome is in Spain."), max_tokens=4)
+    head_tokens = llm.count_tokens(head_a)
+    # each role found its own head still cached although the other role ran in between
+    assert again_a.cached_tokens >= head_tokens - 5 and again_j.cached_tokens >= llm.count_tokens(head_j) - 5
+    assert llm.role_states.restored >= 2
+    llm.close()
+    judge.close()  # a role handle does not close the shared model twice
+
+    fresh = LlamaCppLLM(fast_model_path, n_ctx=2048)
+    assert fresh.chat(ask(head_a, "What is the capital of Italy?"), max_tokens=12).text == again_a.text
+    assert fresh.chat(ask(head_j, "Claim: Rome is in Spain."), max_tokens=4).text == again_j.text
+    fresh.close()

@@ -21,6 +21,7 @@ from cograg.index.indexing import ChunkIndexer
 from cograg.index.sqlite_store import SQLiteStore
 from cograg.retrieval.policy import CorpusPolicy, load_policy
 from cograg.retrieval.search import Retriever
+from cograg.trace import with_role
 
 T = TypeVar("T")
 
@@ -78,7 +79,11 @@ class DeferredLLM:
 
     def resolve(self) -> Any:
         llm = self._llm.get()
-        return _role(llm, self._role) if self._role else llm
+        return with_role(llm, self._role) if self._role else llm
+
+    def for_role(self, role: str) -> DeferredLLM:
+        """The same deferred model for `role` (still not loaded)."""
+        return DeferredLLM(self._llm, role)
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_"):
@@ -169,13 +174,6 @@ def _llm(settings: Settings) -> Any:
     from cograg.models.llm import get_llm
 
     return get_llm(settings.models.llm, cache_dir=settings.model_cache_dir)
-
-
-def _role(llm: Any, role: str) -> Any:
-    """The same model with a KV cache of its own for `role`, where the backend keeps one (llama.cpp
-    reuses a cached prompt prefix only while no other prompt ran in between)."""
-    for_role = getattr(llm, "for_role", None)
-    return for_role(role) if callable(for_role) else llm
 
 
 def _judge(settings: Settings, llm: Lazy[Any]) -> Any:

@@ -63,11 +63,19 @@ class Trace(BaseModel):
             listener(ev)
 
 
+def with_role(llm: Any, role: str) -> Any:
+    """The same model with a prompt cache of its own for `role` where the backend keeps one
+    (`for_role`: llama.cpp reuses a cached prompt prefix only while no other prompt ran in between);
+    otherwise `llm` itself."""
+    for_role = getattr(llm, "for_role", None)
+    return for_role(role) if callable(for_role) else llm
+
+
 class RecordingLLM:
     """Wraps an LLM so every call lands in the trace, with its purpose, tokens and duration."""
 
-    def __init__(self, llm: Any, trace: Trace, purpose: str = "generate") -> None:
-        self.llm = llm
+    def __init__(self, llm: Any, trace: Trace, purpose: str = "generate", *, role: str | None = None) -> None:
+        self.llm = with_role(llm, role) if role else llm
         self.trace = trace
         self.name = getattr(llm, "name", "llm")
         self.purpose = purpose

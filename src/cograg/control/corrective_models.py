@@ -77,7 +77,15 @@ class RewriteProposal(BaseModel):
 
     rewritten_query: str
     rewrite_reason: str = ""
-    keywords: list[str] = Field(default_factory=list)
+    # The bound is in the schema, so a grammar-constrained model stops after it (the 1.5B model
+    # listed keywords until its token budget ran out, ~190 tokens); a longer list from a backend
+    # without a grammar is cut, not rejected.
+    keywords: list[str] = Field(default_factory=list, json_schema_extra={"maxItems": 8})
+
+    @field_validator("keywords", mode="before")
+    @classmethod
+    def _at_most_eight(cls, value: object) -> object:
+        return value[:8] if isinstance(value, list) else value
 
 
 class RewriteResult(BaseModel):

@@ -39,6 +39,15 @@ class ClaimJudge(Protocol):
         ...
 
 
+def _turns(turns: tuple[str | None, str]) -> list[Any]:
+    """Chat messages from a prompt's (system, user) texts."""
+    from cograg.models.llm import ChatMessage
+
+    system, user = turns
+    head = [ChatMessage(role="system", content=system)] if system else []
+    return [*head, ChatMessage(role="user", content=user)]
+
+
 class LLMJudge:
     """The `judge_claim` prompt through any LLM's schema-constrained JSON."""
 
@@ -57,21 +66,18 @@ class LLMJudge:
         return f"llm:{getattr(self.llm, 'name', 'llm')}"
 
     def judge(self, claim: str, passage: str, question: str | None = None) -> JudgeVerdict:
-        from cograg.models.llm import ChatMessage
-
-        msg = ChatMessage(role="user", content=self.prompt.render(claim=claim, passage=passage, question=question))
-        verdict, _ = self.llm.chat_json([msg], JudgeVerdict, max_tokens=self.max_tokens, timeout_s=self.timeout_s)
+        messages = _turns(self.prompt.render_turns(claim=claim, passage=passage, question=question))
+        verdict, _ = self.llm.chat_json(messages, JudgeVerdict, max_tokens=self.max_tokens, timeout_s=self.timeout_s)
         return verdict  # type: ignore[no-any-return]
 
     def judge_many(self, items: list[tuple[str, str]], question: str | None = None) -> list[JudgeVerdict | None]:
         """All (claim, passage) pairs of one answer in one constrained call. A claim the reply
         skips or numbers out of range gets None (the verifier fails it closed); of a claim judged
         twice, the first verdict counts."""
-        from cograg.models.llm import ChatMessage
-
-        content = self.batch_prompt.render(items=[{"claim": c, "passage": p} for c, p in items], question=question)
+        messages = _turns(self.batch_prompt.render_turns(items=[{"claim": c, "passage": p} for c, p in items],
+                                                         question=question))
         budget = self.max_tokens + 48 * (len(items) - 1)
-        reply, _ = self.llm.chat_json([ChatMessage(role="user", content=content)], ClaimVerdicts,
+        reply, _ = self.llm.chat_json(messages, ClaimVerdicts,
                                       max_tokens=budget, timeout_s=self.timeout_s)
         out: list[JudgeVerdict | None] = [None] * len(items)
         for v in reply.verdicts:  # type: ignore[union-attr]

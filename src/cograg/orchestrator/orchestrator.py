@@ -171,7 +171,7 @@ class Orchestrator:
                 trace.decision = decision.model_dump()
                 return decision
         # a forced mode needs no model opinion; the rule scores still go into the trace
-        scorer = (LLMRouteScorer(RecordingLLM(self.llm, trace, purpose="route"))
+        scorer = (LLMRouteScorer(RecordingLLM(self.llm, trace, purpose="route", role="route"))
                   if opts.use_llm_router and not opts.force_mode else None)
         router = Router(rules, llm_scorer=scorer, search=self.search, floors=opts.answer)
         decision = router.route(turn.question, facts=[f.get("statement", "") for f in facts or []],
@@ -256,9 +256,9 @@ class Orchestrator:
             floor = turn.options.answer.evidence_floor(chinese=is_chinese(q), source=result.evidence_source)
             return result.evidence_score is not None and result.evidence_score >= floor
 
-        grader = DocumentGrader(RecordingLLM(self.llm, trace, purpose="grade"), timeout_s=timeout_s,
+        grader = DocumentGrader(RecordingLLM(self.llm, trace, purpose="grade", role="grade"), timeout_s=timeout_s,
                                 min_confidence=turn.options.budget.grade_min_confidence)
-        rewriter = QueryRewriter(RecordingLLM(self.llm, trace, purpose="rewrite"), timeout_s=timeout_s)
+        rewriter = QueryRewriter(RecordingLLM(self.llm, trace, purpose="rewrite", role="rewrite"), timeout_s=timeout_s)
         for p in (getattr(grader, "prompt", None), getattr(rewriter, "prompt", None)):
             if p is not None:
                 trace.prompt_versions[p.name] = p.version

@@ -70,7 +70,7 @@ class PlanTaskRunners:
 
         started = time.perf_counter()
         t = self._sub_trace(task)
-        rewritten = QueryRewriter(RecordingLLM(self.llm, t, purpose="rewrite"), timeout_s=self.llm_timeout_s
+        rewritten = QueryRewriter(RecordingLLM(self.llm, t, purpose="rewrite", role="rewrite"), timeout_s=self.llm_timeout_s
                                   ).rewrite(task.description, task.description, [], [])
         # a rejected rewrite (empty, repeated, model error) searches the description as written
         query = rewritten.rewritten_query if isinstance(rewritten, RewriteResult) else task.description

@@ -49,7 +49,7 @@ class PlannedMode:
         from cograg.control.planner import Planner
 
         budget = self.turn.options.budget
-        planner = Planner(RecordingLLM(self.llm, self.trace, purpose="plan"), budget, timeout_s=self.timeout_s,
+        planner = Planner(RecordingLLM(self.llm, self.trace, purpose="plan", role="plan"), budget, timeout_s=self.timeout_s,
                           templates=budget.plan_templates)
         outcome = guard(lambda: planner.plan(self.turn.question, facts), "R3")
         if outcome.template is None:  # a template plan used no prompt
@@ -87,7 +87,7 @@ class PlannedMode:
     def synthesizer(self) -> Any:
         from cograg.control.synthesizer import Synthesizer
 
-        synthesizer = Synthesizer(RecordingLLM(self.llm, self.trace, purpose="synthesize"),
+        synthesizer = Synthesizer(RecordingLLM(self.llm, self.trace, purpose="synthesize", role="synthesize"),
                                   recording_verifier(self.answerer.verifier, self.trace), chunk_text=self.chunk_text,
                                   max_sentences=self.turn.options.answer.max_sentences, timeout_s=self.timeout_s)
         self.trace.prompt_versions[synthesizer.prompt.name] = synthesizer.prompt.version

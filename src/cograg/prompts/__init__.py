@@ -14,6 +14,10 @@ from importlib import resources
 
 import jinja2
 
+# A template may render two chat messages: the text before this line is the system message (stable
+# instructions, whose KV state the model server caches), the text after it the user message. It comes
+# before any interpolated value, and data cannot forge it: "<user" is a fence marker, defused in data.
+USER_TURN = "<<<user>>>"
 _VERSION = re.compile(r"\{#\s*version:\s*([\w.\-]+@\d+)\s*#\}")
 _CLOSING_TAG = re.compile(r"</\s*([A-Za-z_][\w-]*)\s*>")
 # chat-role markup a model may read as a turn boundary, fenced or not
@@ -72,6 +76,13 @@ class Prompt:
 
     def render(self, **values: object) -> str:
         return self.template.render(**values).strip()
+
+    def render_turns(self, **values: object) -> tuple[str | None, str]:
+        """(system message, user message) of a template split by `USER_TURN`; (None, whole text)
+        for a template without it."""
+        text = self.render(**values)
+        system, marker, user = text.partition(USER_TURN)
+        return (system.strip(), user.strip()) if marker else (None, text)
 
 
 def _declared(source: str, file: str) -> str:

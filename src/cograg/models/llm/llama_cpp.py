@@ -7,6 +7,7 @@ llama-cpp-python is imported when a model is loaded, so the rest of cograg works
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import json
 import os
@@ -24,6 +25,7 @@ from cograg.models.compute import COMPUTE_LOCK, fixed_threads, threads_for_next_
 from cograg.models.llm.base import ChatModelBase
 from cograg.models.llm import grammar_sampling
 from cograg.models.llm.prefix_state import PrefixStateFiles, common_prefix_len
+from cograg.models.llm.role_states import RoleStates
 from cograg.models.llm.types import (
     ChatMessage,
     LLMResponse,
@@ -90,9 +92,10 @@ class LlamaCppLLM(ChatModelBase):
     means $COGRAG_LLM_THREADS, else the cores free at each call (`threads_for_next_job`).
 
     llama.cpp keeps the KV cache of the last prompt and re-evaluates only what differs from it, so
-    prompts are built with their stable part first. `for_role("judge")` gives a second context on
-    the same weights (the file is memory-mapped, so they are shared) whose cache is not overwritten
-    by the other role's calls: the answer prompt's instructions and the judge's stay cached.
+    prompts are built with their stable part first. `for_role("judge")` gives a handle on the same
+    model and context whose cache the other roles' calls do not overwrite: when the role changes,
+    the context's state is swapped (`role_states`), so the answer prompt's instructions and the
+    judge's both stay cached, without a second copy of the weights.
     With `prefix_state_dir`, a fresh context restores the state after its system message from
     disk (saved by an earlier process; see `prefix_state`), so a new process skips that prefill.
     """
@@ -138,8 +141,11 @@ class LlamaCppLLM(ChatModelBase):
                            "prefix_state_dir": prefix_state_dir}
         self.prefix_states = (PrefixStateFiles(Path(prefix_state_dir), path, self.n_ctx)
                               if prefix_state_dir is not None else None)
+        self.role = "answer"
+        self.role_states = RoleStates()
         self._roles: dict[str, LlamaCppLLM] = {}
         self._roles_lock = threading.Lock()
+        self._is_sibling = False
         self._grammar_cls = llama_cpp.llama_grammar.LlamaGrammar
         self._formatter = self._make_formatter(llama_cpp)
 
@@ -190,10 +196,16 @@ class LlamaCppLLM(ChatModelBase):
         return tokens, [s for s in stop if s], min(max_tokens, room)
 
     def for_role(self, role: str) -> LlamaCppLLM:
-        """A sibling on the same model file with a KV cache of its own (created once per role)."""
+        """A handle on the same model and context whose calls keep a KV cache of their own (one per
+        role; see `role_states`)."""
+        if role == self.role:
+            return self
         with self._roles_lock:
             if role not in self._roles:
-                self._roles[role] = LlamaCppLLM(self.path, **self._init_args)
+                sibling = copy.copy(self)  # shares the model, the context, the role states, the siblings
+                sibling.role = role
+                sibling._is_sibling = True
+                self._roles[role] = sibling
             return self._roles[role]
 
     def _acquire(self, deadline: float | None) -> None:
@@ -208,11 +220,11 @@ class LlamaCppLLM(ChatModelBase):
                 raise
 
     def _set_threads(self, n: int) -> None:
-        if n != self.n_threads:
-            import llama_cpp
+        import llama_cpp
 
-            llama_cpp.llama_set_n_threads(self._llama._ctx.ctx, n, n)
-            self.n_threads = n
+        # set on every call: the role handles share one context, so this handle's last value may be stale
+        llama_cpp.llama_set_n_threads(self._llama._ctx.ctx, n, n)
+        self.n_threads = n
 
     def _perf_reset(self) -> None:
         import llama_cpp
@@ -250,6 +262,7 @@ class LlamaCppLLM(ChatModelBase):
             tokens, tmpl_stop, max_new = self._prompt(messages, max_tokens)
             criteria, dl = self._criteria(deadline)
             self._perf_reset()
+            self.role_states.activate(self._llama, self.role)
             if self.prefix_states is not None and self._llama.n_tokens == 0:
                 self.prefix_states.prepare(self._llama, self._system_prefix(messages, tokens))
             try:
@@ -367,8 +380,9 @@ class LlamaCppLLM(ChatModelBase):
             return self._grammar_cls.from_string(JSON_GBNF, verbose=False)
 
     def close(self) -> None:
-        for sibling in self._roles.values():
-            sibling.close()
+        if self._is_sibling:  # the model and context belong to the handle that loaded them
+            return
+        self.role_states.forget()
         with contextlib.suppress(Exception):
             self._llama.close()
 
