@@ -38,12 +38,14 @@ redis:
 
 # The fast tier runs on two workers (mostly single-threaded Python, it takes half the time); the
 # slow tier's model jobs each use every free core, so they run one at a time.
+# PYTHONDONTWRITEBYTECODE is emptied for the tests: with it set (as in some CI images) pytest
+# rewrites the asserts of every test module again in each of its three collections (~10 s each).
 test: setup browser redis
-	$(BIN)/python -m pytest -m "not slow" -n 2 $(PYTEST_ARGS)
-	$(BIN)/python -m pytest -m slow $(PYTEST_ARGS)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -m "not slow" -n 2 $(PYTEST_ARGS)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -m slow $(PYTEST_ARGS)
 
 test-fast: setup browser redis
-	$(BIN)/python -m pytest -m "not slow" -n 2 $(PYTEST_ARGS)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -m "not slow" -n 2 $(PYTEST_ARGS)
 
 # the HTTP API and web page over the demo store (make demo ingests it): http://127.0.0.1:8000
 serve: setup

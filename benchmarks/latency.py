@@ -34,11 +34,12 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from answers import norm, questions  # noqa: E402
+from answers import questions  # noqa: E402
 
 from cograg.config import Settings  # noqa: E402
 from cograg.engine import Engine  # noqa: E402
 from cograg.eval.retrieval import hotpot_to_beir  # noqa: E402
+from cograg.eval.scoring import contains_gold  # noqa: E402
 from cograg.orchestrator.events import EventBus  # noqa: E402
 
 RESULTS = REPO / "benchmarks" / "results"
@@ -138,7 +139,7 @@ def one_answer(eng: Engine, q: dict, answer_cfg: object | None) -> dict:
     first = seen[0][0] if seen else None
     route = next((t for t, n in seen if n == "ROUTE_DECIDED"), None)
     return {"question": q["question"], "corpus": q["corpus"], "gold": q["gold"], "answer": resp.answer,
-            "fallback": resp.fallback, "contains_gold": any(norm(g) in norm(resp.answer) for g in q["gold"] if g),
+            "fallback": resp.fallback, "contains_gold": contains_gold(q["gold"], resp.answer),
             "latency_s": round(latency, 2), "first_event_s": round(first, 3) if first is not None else None,
             "route_decided_s": round(route, 3) if route is not None else None,
             "calls": [{k: c.get(k) for k in ("purpose", "prompt_tokens", "completion_tokens", "cached_tokens",

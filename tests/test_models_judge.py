@@ -18,8 +18,13 @@ from cograg.models import ModelError
 
 pytestmark = pytest.mark.slow
 
-pytest.importorskip("torch", reason="needs torch: pip install 'cograg[models]'")
-pytest.importorskip("sentence_transformers", reason="needs sentence-transformers: pip install 'cograg[models]'")
+
+@pytest.fixture(scope="module", autouse=True)
+def _torch_and_sentence_transformers() -> None:
+    # in a fixture, not at import: collecting the fast tier must not import torch (~11 s)
+    pytest.importorskip("torch", reason="needs torch: pip install 'cograg[models]'")
+    pytest.importorskip("sentence_transformers", reason="needs sentence-transformers: pip install 'cograg[models]'")
+
 
 WORDS = ["the", "bridge", "has", "seven", "arches", "nine", "opened", "in", "1811"]
 WINNER = 1  # the output index the classifier makes win
