@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from cograg.answer.injection import redact
 from cograg.answer.subject import question_entities
 from cograg.control.corrective_models import (
+    MAX_KEYWORDS,
     DocumentGrade,
     GradeVerdict,
     RewriteProposal,
@@ -29,7 +30,6 @@ PASS_MIN_CONFIDENCE = 0.5
 FAILED_CONTEXT_DOCS = 3
 FAILED_CONTEXT_CHARS = 240
 MAX_REWRITE_CHARS = 300
-MAX_KEYWORDS = 8
 
 
 # --------------------------------------------------------------------------- helpers

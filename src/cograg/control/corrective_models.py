@@ -8,6 +8,8 @@ from pydantic import BaseModel, Field, field_validator
 
 from cograg.retrieval.models import SearchHit
 
+MAX_KEYWORDS = 8  # keywords a rewrite may carry (the rewriter's schema bounds the model's list)
+
 # Event names of SPEC D6 emitted by the loop.
 RETRIEVED = "RETRIEVED"
 GRADED = "GRADED"
@@ -80,12 +82,12 @@ class RewriteProposal(BaseModel):
     # The bound is in the schema, so a grammar-constrained model stops after it (the 1.5B model
     # listed keywords until its token budget ran out, ~190 tokens); a longer list from a backend
     # without a grammar is cut, not rejected.
-    keywords: list[str] = Field(default_factory=list, json_schema_extra={"maxItems": 8})
+    keywords: list[str] = Field(default_factory=list, json_schema_extra={"maxItems": MAX_KEYWORDS})
 
     @field_validator("keywords", mode="before")
     @classmethod
-    def _at_most_eight(cls, value: object) -> object:
-        return value[:8] if isinstance(value, list) else value
+    def _at_most_max_keywords(cls, value: object) -> object:
+        return value[:MAX_KEYWORDS] if isinstance(value, list) else value
 
 
 class RewriteResult(BaseModel):

@@ -30,11 +30,7 @@ class RoleStates:
         self.owner: str | None = None
         self.max_saved = max_saved
         self._saved: OrderedDict[str, tuple[list[int], Any, int]] = OrderedDict()
-        self.switches = 0
         self.restored = 0
-
-    def saved_roles(self) -> list[str]:
-        return list(self._saved)
 
     def activate(self, llama: Any, role: str) -> str:
         """Make `llama`'s context hold `role`'s last prompt (call with the compute lock held).
@@ -43,7 +39,6 @@ class RoleStates:
         ends in an empty context, which costs only re-evaluation."""
         if self.owner == role:
             return "kept"
-        self.switches += 1
         if self.owner is not None and llama.n_tokens > 0:
             saved = _copy_out(llama)
             if saved is not None:
@@ -54,10 +49,11 @@ class RoleStates:
         self.owner = role
         _empty(llama)
         state = self._saved.pop(role, None)
-        if state is not None and _copy_in(llama, state):
-            self.restored += 1
-            return "restored"
-        _empty(llama)
+        if state is not None:
+            if _copy_in(llama, state):
+                self.restored += 1
+                return "restored"
+            _empty(llama)  # a failed copy may have left part of the state behind
         return "fresh"
 
     def forget(self) -> None:
