@@ -173,6 +173,8 @@ def test_snippet_visible_false_hides_source_text_everywhere(tmp_path: Path):
         chunk_id = body["citations"][0]["chunk_id"]
         assert c.get(f"/api/chunks/{chunk_id}").json()["text"] == ""
         trace = c.get(f"/api/traces/{body['trace_id']}").json()
+        # the model's drafts are its words about the hidden passages: kept, but without their text
+        assert trace["drafts"] and all(d["text"] == "" and d["cited"] for d in trace["drafts"])
         scr = c.post("/api/self-corrective-rag", json={"query": QUESTION}).json()
     source_sentence = "It was designed by Tobias Marrick"
     for shown in (body, simple, [d for _, d in events], trace, scr):

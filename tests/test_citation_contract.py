@@ -17,6 +17,7 @@ from cograg.answer.verifier import Verifier
 from cograg.models.judge import LexicalJudge
 from cograg.retrieval.packing import ContextBlock
 from cograg.testing import ScriptedLLM
+from cograg.trace import Trace
 from tests.test_answer import make_engine, with_models
 
 OPEN = AnswerConfig(min_evidence_cosine=-1.0, min_evidence_cosine_zh=-1.0)
@@ -93,6 +94,27 @@ def test_an_unmarked_answer_no_block_holds_is_regenerated_once_then_refused(tmp_
     assert resp.fallback and not resp.grounded
     assert len(llm.calls) == 2 and resp.notes == ["no valid citation after one regeneration"]
     assert "committee" not in resp.answer
+
+
+def test_a_refused_turn_keeps_its_rejected_drafts_in_the_trace_but_never_in_an_event(tmp_path: Path) -> None:
+    eng = make_engine(tmp_path, DOCS)
+    first = lambda m: json.dumps({"answer": "A committee of engineers chose that plan.",  # noqa: E731
+                                  "citations": [{"id": 9, "quote": "not a block"}], "fallback": False})
+    second = lambda m: json.dumps({"answer": "The council picked a design from a contest.",  # noqa: E731
+                                   "citations": [{"id": block_of(m, "Marrick"), "quote": ""}], "fallback": False})
+    trace = Trace(question="Who designed the Linden Bridge?")
+    resp = with_models(eng, llm=ScriptedLLM([first, second]), judge=LexicalJudge()).answerer(OPEN).answer(
+        trace.question, trace=trace)
+    eng.close()
+    assert resp.fallback and resp.notes == ["no valid citation after one regeneration"]
+    assert [d["attempt"] for d in trace.drafts] == [1, 2]
+    assert trace.drafts[0]["text"] == "A committee of engineers chose that plan." and trace.drafts[0]["cited"] == [9]
+    assert trace.drafts[0]["issues"]["hallucinated_ids"] == ["9"]
+    assert trace.drafts[1]["text"].startswith("The council picked") and not trace.drafts[1]["fallback"]
+    assert "not a block" not in json.dumps(trace.drafts)  # quotes stay out (a hidden chunk's text could be one)
+    # events are streamed to clients: an unverified draft never rides on one
+    events = json.dumps([e.model_dump() for e in trace.events])
+    assert "committee" not in events and "council" not in events
 
 
 # --------------------------------------------------------------------------- quotes

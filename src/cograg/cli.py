@@ -296,6 +296,10 @@ def _print_trace(t: dict[str, Any]) -> None:
         status = "ok" if c["ok"] else f"failed: {c['error']}"
         out.print(f"  model {c['model']} ({c['purpose']}): {c['prompt_tokens']}+{c['completion_tokens']} tokens, "
                   f"{c['duration_ms']:.0f} ms, {status}", highlight=False)
+    for d in t.get("drafts", []):
+        issues = ", ".join(f"{k}={v}" for k, v in d.get("issues", {}).items())
+        out.print(f"  draft {d['attempt']}: {d['text'][:160]!r} cites {d['cited']}  [dim]{issues}[/]",
+                  highlight=False)
     for v in t.get("verdicts", []):
         mark = "[green]kept[/]" if v["kept"] else "[red]dropped[/]"
         out.print(f"  {mark} {v['verdict']} via {v['method']}: {v['sentence'][:120]}  [dim]{v['reason']}[/]",

@@ -40,6 +40,8 @@ class Trace(BaseModel):
     searches: list[dict[str, Any]] = Field(default_factory=list, description="every search of the turn, in order")
     context_blocks: list[dict[str, Any]] = Field(default_factory=list)
     model_calls: list[ModelCall] = Field(default_factory=list)
+    drafts: list[dict[str, Any]] = Field(default_factory=list, description="the answer model's drafts, validated or "
+                                         "rejected (C2); never streamed as events: they are unverified")
     verdicts: list[dict[str, Any]] = Field(default_factory=list)
     injection_flags: list[dict[str, Any]] = Field(default_factory=list)
     events: list[TraceEvent] = Field(default_factory=list)

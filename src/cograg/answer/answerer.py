@@ -33,6 +33,8 @@ from cograg.text import is_chinese
 from cograg.trace import RecordingLLM, Trace
 
 Route = Literal["DOC_GROUNDED", "CLARIFY", "REFUSED"]
+DRAFT_TRACE_CHARS = 600  # enough for a short answer; the trace stays small
+
 
 
 class QuestionError(CogragError):
@@ -262,6 +264,13 @@ class Answerer:
                     repair.model_dump(exclude={"quote", "repaired"})
                 trace.event("QUOTE_REPAIRED", attempt=attempt + 1, **shown)
             removed.hallucinated_ids += validated.issues.hallucinated_ids
+            # the model's own draft, kept in the trace but never in an event (events are streamed, and a
+            # draft is unverified); its text and cited block ids, not its quotes (a quote of a
+            # snippet-hidden chunk must not reach the trace), so a refused turn shows what was rejected.
+            # `text` is a source-text key: the API empties it where snippets are hidden
+            trace.drafts.append({"attempt": attempt + 1, "text": draft.answer[:DRAFT_TRACE_CHARS],  # type: ignore[union-attr]
+                                 "cited": [c.id for c in draft.citations], "fallback": validated.fallback,  # type: ignore[union-attr]
+                                 "issues": {k: v for k, v in validated.issues.model_dump().items() if v}})
             trace.event("DRAFT_READY", attempt=attempt + 1, citations=len(validated.citations),
                         fallback=validated.fallback, hallucinated=validated.issues.hallucinated_ids)
             if validated.fallback or validated.citations:

@@ -42,6 +42,7 @@ def answer_from_facts(turn: Turn, answerer: Answerer, session: Any) -> AnswerRes
     trace = turn.trace
     trace.model_calls += sub.model_calls
     trace.verdicts += sub.verdicts
+    trace.drafts += sub.drafts
     trace.retrieved += sub.retrieved
     trace.context_blocks += sub.context_blocks
     trace.injection_flags += sub.injection_flags

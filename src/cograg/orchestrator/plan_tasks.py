@@ -141,8 +141,9 @@ class PlanTaskRunners:
         """What the nodes found, in the turn's trace: verdicts, retrieved chunks, injection flags,
         and the model calls of nodes abandoned mid-way (finished nodes moved theirs already)."""
         trace = self.trace
-        for t in self.sub_traces.values():
+        for task_id, t in self.sub_traces.items():
             trace.verdicts += t.verdicts
+            trace.drafts += [{"task": task_id, **d} for d in t.drafts]
             seen = {r["chunk_id"] for r in trace.retrieved}
             trace.retrieved += [r for r in t.retrieved if r["chunk_id"] not in seen]
             trace.injection_flags += t.injection_flags
