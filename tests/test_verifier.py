@@ -121,3 +121,22 @@ def test_a_claim_missing_from_the_batch_reply_fails_closed():
     r = v.verify("Trams run on weekdays [1]. Tickets cost EUR 2.10 [2].",
                  [_cite("1", "Trams run every ten minutes"), _cite("2", "A ticket costs EUR 2.10")], ev)
     assert [c.kept for c in r.claims] == [True, False] and "judge failed" in r.claims[1].reason
+
+
+def test_the_judge_reason_is_bounded_after_the_verdict_and_cut_not_rejected() -> None:
+    from cograg.control.corrective_models import GradeVerdict
+    from cograg.models.judge import MAX_REASON_CHARS, ClaimVerdict
+
+    for schema, decision, text in ((JudgeVerdict, ["verdict"], "reason"),
+                                   (GradeVerdict, ["is_relevant", "confidence"], "reasoning")):
+        s = schema.model_json_schema()
+        # the decision comes first in the grammar, so the bound cannot change it (greedy decoding)
+        assert list(s["properties"])[:len(decision) + 1] == [*decision, text]
+        assert s["properties"][text]["maxLength"] == MAX_REASON_CHARS
+    # a backend without a grammar may write more: the reply still counts, its reason cut
+    v = JudgeVerdict.model_validate({"verdict": "SUPPORTED", "reason": "because " * 40})
+    assert v.verdict == "SUPPORTED" and len(v.reason) == MAX_REASON_CHARS
+    g = GradeVerdict.model_validate({"is_relevant": True, "confidence": 0.9, "reasoning": "x" * 500})
+    assert g.is_relevant and len(g.reasoning) == MAX_REASON_CHARS
+    # in a batch, claim 2's verdict follows claim 1's reason: that reason stays unbounded
+    assert "maxLength" not in ClaimVerdict.model_json_schema()["properties"]["reason"]

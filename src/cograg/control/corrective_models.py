@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
+from cograg.models.judge import MAX_REASON_CHARS
 from cograg.retrieval.models import SearchHit
 
 MAX_KEYWORDS = 8  # keywords a rewrite may carry (the rewriter's schema bounds the model's list)
@@ -39,7 +40,14 @@ class GradeVerdict(BaseModel):
 
     is_relevant: bool
     confidence: float = Field(ge=0.0, le=1.0)
-    reasoning: str = ""
+    # after the decision and the confidence, so bounding it changes neither (greedy decoding); the
+    # 1.5B grader wrote up to ~80 tokens of reasoning per document. Cut, not rejected, when longer.
+    reasoning: str = Field("", json_schema_extra={"maxLength": MAX_REASON_CHARS})
+
+    @field_validator("reasoning", mode="before")
+    @classmethod
+    def _short_reasoning(cls, value: object) -> object:
+        return value[:MAX_REASON_CHARS] if isinstance(value, str) else value
 
     @field_validator("confidence", mode="before")
     @classmethod

@@ -7,19 +7,32 @@ from __future__ import annotations
 import re
 from typing import Any, Literal, Protocol
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, field_validator
 
 from cograg.models import ModelError
 
 Verdict = Literal["SUPPORTED", "CONTRADICTED", "UNRELATED"]
 
 
+# The reason comes after the verdict, so the verdict is decided before the model writes a word of it
+# (greedy decoding): bounding the reason in the schema changes no verdict and stops a
+# grammar-constrained model after one short sentence (the fast model wrote ~75 tokens of reason,
+# ~3 s per claim). A longer reason from a backend without a grammar is cut, not rejected.
+MAX_REASON_CHARS = 80
+
+
 class JudgeVerdict(BaseModel):
     verdict: Verdict
-    reason: str = ""
+    reason: str = Field("", json_schema_extra={"maxLength": MAX_REASON_CHARS})
+
+    @field_validator("reason", mode="before")
+    @classmethod
+    def _short_reason(cls, value: object) -> object:
+        return value[:MAX_REASON_CHARS] if isinstance(value, str) else value
 
 
 class ClaimVerdict(BaseModel):
+    # unbounded: in a batch, claim 2's verdict follows claim 1's reason, so a bound could change it
     claim: int
     verdict: Verdict
     reason: str = ""
