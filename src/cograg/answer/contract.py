@@ -90,6 +90,10 @@ class ContractIssues(BaseModel):
                                                  "markers (only where the block holds the sentence verbatim)")
     dropped_citations: int = Field(0, description="citations dropped with their markers: the quote matched no text "
                                                   "of the cited block")
+    unmatched_quote_ids: list[str] = Field(default_factory=list, description="blocks (as the model numbered them) "
+                                           "whose quote matched no text of the block")
+    unplaced_ids: list[str] = Field(default_factory=list, description="blocks the model listed that no sentence of "
+                                    "the answer carries a marker for (none of it could be attached to them)")
 
 
 class QuoteRepair(BaseModel):
@@ -319,7 +323,8 @@ def validate_draft(draft: DraftAnswer, blocks: list[ContextBlock]) -> ValidatedA
             used.append(key)
             if key not in quotes:
                 issues.markers_without_citation += 1
-    issues.citations_without_marker = sum(1 for k in quotes if k not in used)
+    issues.unplaced_ids = [k for k in quotes if k not in used]
+    issues.citations_without_marker = len(issues.unplaced_ids)
 
     # every quote placed in its chunk; a citation whose quote matches nothing there is invalid
     located: dict[str, tuple[int, str, str, float | None]] = {}
@@ -330,6 +335,7 @@ def validate_draft(draft: DraftAnswer, blocks: list[ContextBlock]) -> ValidatedA
         idx, quote, outcome, similarity = locate_quote(given, _sentence_around(answer, old), block)
         if outcome == "unmatched":
             issues.unmatched_quotes += 1
+            issues.unmatched_quote_ids.append(old)
             issues.dropped_citations += 1
             continue
         if outcome == "repaired":
