@@ -79,15 +79,25 @@ class BatchLLM:
 
     name = "batch-fake"
 
-    def __init__(self, drop: int | None = None) -> None:
+    def __init__(self, drop: int | None = None, fail_single: bool = False) -> None:
         self.calls = 0
+        self.single_calls = 0
         self.drop = drop
+        self.fail_single = fail_single
 
     def chat_json(self, messages, schema, *, max_tokens, timeout_s=None):
         import re
 
         self.calls += 1
         prompt = messages[-1].content
+        if schema is JudgeVerdict:  # the single-claim prompt
+            self.single_calls += 1
+            if self.fail_single:
+                raise RuntimeError("model down")
+            passage = re.search(r"<passage>\n(.*?)\n</passage>", prompt, re.S).group(1)
+            claim = re.search(r"<claim>\n(.*?)\n</claim>", prompt, re.S).group(1)
+            ok = all(w.strip(".,").lower() in passage.lower() for w in claim.split())
+            return JudgeVerdict(verdict="SUPPORTED" if ok else "UNRELATED", reason="fake"), None
         passages = dict(re.findall(r'<passage id="(\d+)">\n(.*?)\n</passage>', prompt, re.S))
         claims = dict(re.findall(r'<claim id="(\d+)">\n(.*?)\n</claim>', prompt, re.S))
         verdicts = []
@@ -115,12 +125,21 @@ def test_all_claims_of_an_answer_are_judged_in_one_call():
     assert all(c.method.startswith("llm:") for c in r.claims)
 
 
-def test_a_claim_missing_from_the_batch_reply_fails_closed():
-    v = Verifier(LLMJudge(BatchLLM(drop=2)))
-    ev = {"1": "Trams run every ten minutes on weekdays.", "2": "A ticket costs EUR 2.10."}
-    r = v.verify("Trams run on weekdays [1]. Tickets cost EUR 2.10 [2].",
-                 [_cite("1", "Trams run every ten minutes"), _cite("2", "A ticket costs EUR 2.10")], ev)
-    assert [c.kept for c in r.claims] == [True, False] and "judge failed" in r.claims[1].reason
+def test_a_claim_missing_from_the_batch_reply_is_judged_on_its_own_and_fails_closed_if_that_fails():
+    ev = {"1": "Trams run every ten minutes on weekdays.",
+          "2": "On weekdays the single ticket costs EUR 2.10 and the day pass EUR 6."}
+    answer = ("Trams run on weekdays [1]. The single ticket costs EUR 2.10 on weekdays [2]. "
+              "The day pass is free on weekdays [2].")
+    cites = [_cite("1", "Trams run every ten minutes"), _cite("2", "the single ticket costs EUR 2.10")]
+    llm = BatchLLM(drop=2)
+    r = Verifier(LLMJudge(llm)).verify(answer, cites, ev)
+    assert all(c.method.startswith("llm:") for c in r.claims)  # all three went to the judge
+    # claim 2 had no verdict in the batch: asked alone, it is supported; claim 3 was judged in the batch
+    assert [c.kept for c in r.claims] == [True, True, False] and (llm.calls, llm.single_calls) == (2, 1)
+    down = BatchLLM(drop=2, fail_single=True)
+    r = Verifier(LLMJudge(down)).verify(answer, cites, ev)
+    assert [c.kept for c in r.claims] == [True, False, False] and "judge failed" in r.claims[1].reason
+    assert "no verdict in the batch" in r.claims[1].reason
 
 
 def test_the_judge_reason_is_bounded_after_the_verdict_and_cut_not_rejected() -> None:

@@ -188,22 +188,25 @@ class Verifier:
 
     def _judge_all(self, pending: list[_Pending], question: str | None) -> list[ClaimCheck]:
         """One judge call for all claims of an answer when the judge can take several (fewer
-        prompt tokens, one shared instruction prefix), else one call per claim."""
+        prompt tokens, one shared instruction prefix), else one call per claim. A claim the batch
+        reply leaves without a verdict is judged on its own: the 1.5B model often closes the list
+        after its first verdict (seen in HotpotQA traces: one verdict for two or four claims)."""
         many = getattr(self.judge, "judge_many", None)
         if len(pending) > 1 and many is not None:
             try:
                 verdicts = many([(p.claim, p.window) for p in pending], question)
             except Exception as exc:  # noqa: BLE001 - fails closed, claim by claim
                 return [self._judged(p, None, type(exc).__name__) for p in pending]
-            return [self._judged(p, v, None if v is not None else "no verdict for this claim")
+            return [self._judged(p, v) if v is not None else self._judge_one(p, question, after="no verdict in the batch")
                     for p, v in zip(pending, verdicts, strict=True)]
-        out = []
-        for p in pending:
-            try:
-                out.append(self._judged(p, self.judge.judge(p.claim, p.window, question)))
-            except Exception as exc:  # noqa: BLE001
-                out.append(self._judged(p, None, type(exc).__name__))
-        return out
+        return [self._judge_one(p, question) for p in pending]
+
+    def _judge_one(self, p: _Pending, question: str | None, *, after: str = "") -> ClaimCheck:
+        """The claim through the single-claim judge; fails closed on an error."""
+        try:
+            return self._judged(p, self.judge.judge(p.claim, p.window, question))
+        except Exception as exc:  # noqa: BLE001
+            return self._judged(p, None, f"{after}; {type(exc).__name__}" if after else type(exc).__name__)
 
     def check(self, sentence: str, evidence_by_id: dict[str, str], question: str | None = None,
               quotes_by_id: dict[str, str] | None = None) -> ClaimCheck:
