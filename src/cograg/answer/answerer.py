@@ -36,7 +36,6 @@ Route = Literal["DOC_GROUNDED", "CLARIFY", "REFUSED"]
 DRAFT_TRACE_CHARS = 600  # enough for a short answer; the trace stays small
 
 
-
 class QuestionError(CogragError):
     """The question cannot be answered as given (empty, too long)."""
 
