@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from cograg.models.judge import MAX_REASON_CHARS
+from cograg.models.judge import MAX_REASON_CHARS, cut_reason
 from cograg.retrieval.models import SearchHit
 
 MAX_KEYWORDS = 8  # keywords a rewrite may carry (the rewriter's schema bounds the model's list)
@@ -47,7 +47,7 @@ class GradeVerdict(BaseModel):
     @field_validator("reasoning", mode="before")
     @classmethod
     def _short_reasoning(cls, value: object) -> object:
-        return value[:MAX_REASON_CHARS] if isinstance(value, str) else value
+        return cut_reason(value)
 
     @field_validator("confidence", mode="before")
     @classmethod

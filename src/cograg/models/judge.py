@@ -21,6 +21,11 @@ Verdict = Literal["SUPPORTED", "CONTRADICTED", "UNRELATED"]
 MAX_REASON_CHARS = 80
 
 
+def cut_reason(value: object) -> object:
+    """A reply's reason cut to MAX_REASON_CHARS (a `mode="before"` validator's body)."""
+    return value[:MAX_REASON_CHARS] if isinstance(value, str) else value
+
+
 class JudgeVerdict(BaseModel):
     verdict: Verdict
     reason: str = Field("", json_schema_extra={"maxLength": MAX_REASON_CHARS})
@@ -28,7 +33,7 @@ class JudgeVerdict(BaseModel):
     @field_validator("reason", mode="before")
     @classmethod
     def _short_reason(cls, value: object) -> object:
-        return value[:MAX_REASON_CHARS] if isinstance(value, str) else value
+        return cut_reason(value)
 
 
 class ClaimVerdict(BaseModel):
