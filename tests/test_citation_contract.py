@@ -178,6 +178,57 @@ def test_a_repaired_quote_is_recorded_in_the_trace(tmp_path: Path) -> None:
     assert event["data"]["repaired"] == resp.citations[0].quote
 
 
+def test_a_quote_of_another_block_moves_the_citation_there() -> None:
+    # the model copied Rhine's words and wrote Linden's number
+    v = validate_draft(draft("The Rhine Bridge opened in 1870 [1].", (1, "The Rhine Bridge opened in 1870.")), BLOCKS)
+    assert [(c.id, c.doc_id, c.quote) for c in v.citations] == [("1", "d2", "The Rhine Bridge opened in 1870.")]
+    assert v.issues.repointed_ids == {"1": "2"} and v.issues.repointed_citations == 1
+    assert v.issues.dropped_citations == 0 and v.answer == "The Rhine Bridge opened in 1870 [1]."
+
+
+def test_a_misnumbered_citation_without_markers_is_placed_at_the_block_of_its_quote() -> None:
+    v = validate_draft(draft("The Rhine Bridge has twelve spans.", (1, "It has twelve spans.")), BLOCKS)
+    assert v.issues.repointed_ids == {"1": "2"} and v.issues.markers_inserted == 1 and v.issues.unplaced_ids == []
+    assert v.answer == "The Rhine Bridge has twelve spans [1]." and [c.doc_id for c in v.citations] == ["d2"]
+
+
+def test_two_swapped_numbers_are_both_moved() -> None:
+    v = validate_draft(draft("It has twelve spans [1]. It has seven arches [2].",
+                             (1, "It has twelve spans."), (2, "It has seven arches.")), BLOCKS)
+    assert v.issues.repointed_ids == {"1": "2", "2": "1"}
+    assert [(c.id, c.doc_id) for c in v.citations] == [("1", "d2"), ("2", "d1")]
+    assert v.answer == "It has twelve spans [1]. It has seven arches [2]."
+
+
+def test_a_citation_stays_where_its_quote_is_and_a_short_quote_moves_nothing() -> None:
+    # "opened in" is text of both blocks: the one the model numbered keeps it
+    v = validate_draft(draft("It opened in 1811 [1].", (1, "opened in")), BLOCKS)
+    assert v.issues.repointed_ids == {} and [c.doc_id for c in v.citations] == ["d1"]
+    # "1870" names no block of its own: the citation is dropped as before, not guessed elsewhere
+    v = validate_draft(draft("It opened in 1870 [1].", (1, "in 1870")), BLOCKS)
+    assert v.issues.repointed_ids == {} and v.citations == [] and v.issues.unmatched_quote_ids == ["1"]
+    # a quote that is text of no block moves nothing either
+    v = validate_draft(draft("It opened in 1870 [1].", (1, "The Rhine Bridge opened in 1871.")), BLOCKS)
+    assert v.issues.repointed_ids == {} and v.citations == []
+
+
+def test_a_moved_citation_is_verified_against_its_new_block_and_traced(tmp_path: Path) -> None:
+    eng = make_engine(tmp_path, DOCS)
+    # the fake numbers the Linden block but quotes the Rhine block, as the case data says
+    reply = lambda m: json.dumps({"answer": f"The Rhine Bridge opened in 1870 [{block_of(m, 'Marrick')}].",  # noqa: E731
+                                  "citations": [{"id": block_of(m, "Marrick"), "quote": "The Rhine Bridge opened in 1870."}],
+                                  "fallback": False})
+    trace = Trace(question="When did the Rhine Bridge open?")
+    asking = with_models(eng, llm=ScriptedLLM([reply]), judge=LexicalJudge())
+    resp = asking.answerer(OPEN).answer(trace.question, trace=trace)
+    eng.close()
+    assert not resp.fallback and resp.grounded and "1870" in resp.answer
+    assert [Path(c.source).name for c in resp.citations] == ["rhine.md"] and resp.removed.repointed_citations == 1
+    (first,) = trace.drafts
+    ((named, holder),) = first["issues"]["repointed_ids"].items()
+    assert named != holder and first["issues"]["repointed_citations"] == 1
+
+
 # --------------------------------------------------------------------------- several citations
 
 

@@ -11,23 +11,24 @@ makes the citation invalid, and it is dropped with its markers.
 from __future__ import annotations
 
 import re
+import unicodedata
 
 from pydantic import BaseModel, Field, field_validator
 from rapidfuzz import fuzz
 
-import unicodedata
-
+# the marker helpers are re-exported: callers import them from here as well
+from cograg.answer.markers import (MARKER_RE, answer_sentences, drop_markers, markers_in, sentence_around,  # noqa: F401
+                                   renumber_markers, strip_markers, tidy_spacing)
 from cograg.index.analyzer import analyze
 from cograg.retrieval.packing import ContextBlock
-from cograg.text import is_verbatim, ngram_overlap, normalise_for_match, numbers_in, sentence_spans, split_sentences
+from cograg.text import is_verbatim, ngram_overlap, normalise_for_match, numbers_in, split_sentences
 
-# "[1]", "[1, 2]", "[1][2]" and the seed-000 forms "[cite: doc, DOC_ID, CHUNK_ID]", "[cite: fact, ID, null]",
-# "[cite: task, ID]".
-MARKER_RE = re.compile(r"\[(\d+(?:\s*[,，]\s*\d+)*)\]|\[cite:\s*(doc|fact|task)\s*,\s*([^,\]\s]+)\s*(?:,\s*([^\]\s]+)\s*)?\]")
 QUOTE_FUZZ_TOLERANCE = 0.10  # a quote may differ from the chunk text by at most 10 % of its characters
 # a quote that is not in its chunk is repaired only to chunk text at least this alike (Indel
 # similarity after normalisation: case, width, spacing and markdown emphasis do not count)
 QUOTE_REPAIR_MIN_SIMILARITY = 1 - QUOTE_FUZZ_TOLERANCE
+# a quote this short ("1998年") may occur in many blocks: it does not say which one the model meant
+MIN_MOVED_QUOTE_CHARS = 8
 
 
 class DraftCitation(BaseModel):
@@ -94,6 +95,10 @@ class ContractIssues(BaseModel):
                                            "whose quote matched no text of the block")
     unplaced_ids: list[str] = Field(default_factory=list, description="blocks the model listed that no sentence of "
                                     "the answer carries a marker for (none of it could be attached to them)")
+    repointed_citations: int = Field(0, description="citations moved to the block whose text the quote is: the "
+                                                    "quote was not text of the block the model numbered")
+    repointed_ids: dict[str, str] = Field(default_factory=dict, description="each moved citation, as the model "
+                                          "numbered it: the block it named → the block that holds its quote")
 
 
 class QuoteRepair(BaseModel):
@@ -133,22 +138,6 @@ def best_sentence(claim: str, text: str) -> str:
     stand-in quote when the model's quote does not occur in the chunk."""
     sentences = chunk_sentences(text) or [text.strip()]
     return max(sentences, key=lambda s: (ngram_overlap(claim, s), -len(s)))
-
-
-def markers_in(answer: str) -> list[tuple[str, int, int]]:
-    """(block id as a string, start, end) of every numbered marker in `answer`, in order."""
-    out = []
-    for m in MARKER_RE.finditer(answer):
-        if m.group(1):
-            for part in re.split(r"\s*[,，]\s*", m.group(1)):
-                out.append((part, m.start(), m.end()))
-        else:
-            out.append((f"{m.group(2)}:{m.group(3)}" + (f":{m.group(4)}" if m.group(4) else ""), m.start(), m.end()))
-    return out
-
-
-def strip_markers(text: str) -> str:
-    return re.sub(r"\s+([。.,，!?！？])", r"\1", MARKER_RE.sub("", text)).strip()
 
 
 def distinct_sentences(sentences: list[str]) -> list[str]:
@@ -302,6 +291,12 @@ def validate_draft(draft: DraftAnswer, blocks: list[ContextBlock]) -> ValidatedA
         return m.group(0)
 
     answer = MARKER_RE.sub(_doc_marker, answer)
+    moves = misnumbered_citations(draft.citations, blocks)
+    if moves:
+        answer = renumber_markers(answer, moves)
+        draft = draft.model_copy(update={"citations": [
+            c.model_copy(update={"id": int(moves.get(str(c.id), c.id))}) for c in draft.citations]})
+        issues.repointed_ids, issues.repointed_citations = moves, len(moves)
     # the model listed a valid citation but put no marker in the text: the system places them
     cited = [str(c.id) for c in draft.citations if str(c.id) in by_id]
     if not markers_in(answer) and answer and not draft.fallback and cited:
@@ -332,7 +327,7 @@ def validate_draft(draft: DraftAnswer, blocks: list[ContextBlock]) -> ValidatedA
     for old in used:
         block = by_id[old]
         given = quotes.get(old, "")
-        idx, quote, outcome, similarity = locate_quote(given, _sentence_around(answer, old), block)
+        idx, quote, outcome, similarity = locate_quote(given, sentence_around(answer, old), block)
         if outcome == "unmatched":
             issues.unmatched_quotes += 1
             issues.unmatched_quote_ids.append(old)
@@ -354,7 +349,7 @@ def validate_draft(draft: DraftAnswer, blocks: list[ContextBlock]) -> ValidatedA
         keep = [renumber[p] for p in re.split(r"\s*[,，]\s*", m.group(1)) if p in renumber]
         return "".join(f"[{k}]" for k in dict.fromkeys(keep))
 
-    answer = _tidy(MARKER_RE.sub(_renumber, answer))
+    answer = tidy_spacing(MARKER_RE.sub(_renumber, answer))
 
     citations: list[Citation] = []
     for old in kept:
@@ -366,6 +361,36 @@ def validate_draft(draft: DraftAnswer, blocks: list[ContextBlock]) -> ValidatedA
             heading_path=block.heading_path, annotations=block.annotations))
     return ValidatedAnswer(answer=answer, citations=citations, fallback=draft.fallback, issues=issues,
                            quote_repairs=repairs)
+
+
+def _holds_verbatim(block: ContextBlock, quote: str) -> bool:
+    """`quote` is text of the block (case, width and spacing aside: normalise_for_match)."""
+    q = normalise_for_match(quote)
+    return any(q in normalise_for_match(t) for t in block.chunk_texts or [block.text])
+
+
+def misnumbered_citations(citations: list[DraftCitation], blocks: list[ContextBlock]) -> dict[str, str]:
+    """{cited id: id of the block that holds its quote} for each citation whose quote is not text of
+    the block the model numbered but is, verbatim, text of another block of this turn (the first in
+    rank order): the model copied the right words and wrote the wrong number. Only a verbatim quote
+    moves a citation, so where it lands is the block the words come from; the verifier then judges
+    the sentence against that block like any other. The first citation of an id decides (as for
+    its quote)."""
+    by_id = {str(b.citation_id): b for b in blocks}
+    moves: dict[str, str] = {}
+    seen: set[str] = set()
+    for c in citations:
+        key = str(c.id)
+        if key in seen or key not in by_id:
+            continue
+        seen.add(key)
+        quote = strip_markers(c.quote) if MARKER_RE.search(c.quote) else c.quote
+        if len(normalise_for_match(quote)) < MIN_MOVED_QUOTE_CHARS or _holds_verbatim(by_id[key], quote):
+            continue
+        holder = next((b for b in blocks if b is not by_id[key] and _holds_verbatim(b, quote)), None)
+        if holder is not None:
+            moves[key] = str(holder.citation_id)
+    return moves
 
 
 def _supports_verbatim(sentence: str, block: ContextBlock) -> bool:
@@ -419,34 +444,3 @@ def insert_markers(answer: str, blocks: list[ContextBlock], prefer: list[str] | 
             out.append(sent)
     joiner = "" if re.search(r"[\u4e00-\u9fff]", answer) else " "
     return joiner.join(out), inserted
-
-
-def drop_markers(sentence: str, ids: set[str]) -> str:
-    """`sentence` without its numbered markers for the block ids in `ids`."""
-    def _keep(m: re.Match[str]) -> str:
-        if not m.group(1):
-            return m.group(0)
-        return "".join(f"[{p}]" for p in re.split(r"\s*[,，]\s*", m.group(1)) if p not in ids)
-
-    return _tidy(MARKER_RE.sub(_keep, sentence))
-
-
-def _tidy(text: str) -> str:
-    """Spacing left behind by removed markers: no double spaces, no space before a full stop."""
-    text = re.sub(r"[ \t]+(?=[.。,，;；!?！？](\s|$))", "", text)
-    return re.sub(r"[ \t]{2,}", " ", text).strip()
-
-
-def answer_sentences(answer: str) -> list[str]:
-    """The sentences of an answer with their citation markers attached ("X [1]." and "X。[1]" stay whole)."""
-    return split_sentences(answer, markers=MARKER_RE)
-
-
-def _sentence_around(answer: str, key: str) -> str:
-    """The text of the sentence that carries marker `key`, from its start up to that marker."""
-    spans = sentence_spans(answer, markers=MARKER_RE)
-    for m in MARKER_RE.finditer(answer):
-        if m.group(1) and key in re.split(r"\s*[,，]\s*", m.group(1)):
-            start = next((s for s, e in spans if s <= m.start() < e), m.start())
-            return strip_markers(answer[start:m.end()])
-    return ""
