@@ -278,7 +278,6 @@ def _peak_rss_kb(cmd: list[str], env: dict[str, str], tmp: Path) -> tuple[int, i
     return data["rc"], data["maxrss_kb"], res.stdout, res.stderr
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_50mb_text_file_streams_in_bounded_memory(tmp_path: Path, cograg_cmd, cograg_env) -> None:
     from cograg.ingest.tokens import count_tokens

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from cograg.config import ControlBudget, Settings
+from cograg.control.planner import Planner
 from cograg.control.router import LLMRouteScorer
 from cograg.engine import Engine
 from cograg.models.llm import OpenAICompatLLM
 from cograg.models.model_files import ModelError, ensure_model
-from cograg.orchestrator.orchestrator import TurnOptions
 from tests.llm_server_support import serve_gguf
 from tests.test_e2e_answer import MODEL_CACHE, REPO, assert_contract_holds
 
@@ -58,20 +58,17 @@ def test_router_planner_and_verifier_through_llama_cpp_server(tmp_path: Path, se
         assert route_calls and all(c["ok"] for c in route_calls), [(c["purpose"], c["error"]) for c in route_calls]
         assert trace["decision"]["llm_scores"] is not None and trace["decision"]["llm_error"] is None
 
-        # planner: the model plans (templates off); a plan the small model gets wrong twice falls back
-        # (when the 0.5B's plan fails twice, R2 answers: two graded hits instead of five keep that
-        # fallback short, ~20 s, and the planner's calls are what this part is about)
-        planned = routed if routed.mode == "R3_DAG_PLAN" else eng.ask(
-            QUESTION, options=TurnOptions(force_mode="R3", budget=ControlBudget(grade_top_k=2)))
-        assert_contract_holds(eng, planned)
-        trace = eng.trace(planned.trace_id)
-        plan_calls = [c for c in trace["model_calls"] if c["purpose"] == "plan"]
-        assert plan_calls and plan_calls[0]["ok"] and plan_calls[0]["prompt_tokens"] > 0, \
-            [(c["purpose"], c["ok"], c["error"]) for c in trace["model_calls"]]
-        if planned.mode == "R3_DAG_PLAN":
-            assert trace["plan"]["nodes"]
-        else:
-            assert trace["outcome"]["modes_tried"][0]["mode"] == "R3_DAG_PLAN"
+        # planner: the engine's model plans over HTTP (templates off). Called directly: a turn
+        # forced to R3 would, when the 0.5B's plan fails twice, fall back to R2 and answer the
+        # question again (~40 s of grading, generating and verifying that the routed turn above
+        # already covered); the fallback itself is transport-independent and tested in process.
+        planner = Planner(eng.components.llm.get(), ControlBudget(), timeout_s=600, templates=False)
+        outcome = planner.plan(QUESTION)
+        assert outcome.template is None and outcome.attempts >= 1 and outcome.tokens > 0, outcome
+        assert outcome.raw_outputs and outcome.raw_outputs[0].strip(), outcome
+        # a plan the model got right is a valid plan; one it got wrong twice says why, each time
+        assert outcome.plan is not None and outcome.plan.sub_tasks or len(outcome.errors) == outcome.attempts == 2, \
+            outcome
 
         # verifier: every delivered sentence was judged (checked above); the judge answers over HTTP
         judge = eng.components.judge.get()

@@ -96,7 +96,6 @@ def ingest_and_kill(cmd: list[str], env: dict[str, str], store: Path, n_files: i
         proc.stderr.close()
 
 
-@pytest.mark.slow
 @pytest.mark.timeout(400)
 def test_kill9_mid_ingest_leaves_consistent_store_and_next_ingest_completes(
         tmp_path: Path, cograg_cmd: list[str], cograg_env: dict[str, str]) -> None:
