@@ -231,3 +231,13 @@ def test_a_failed_background_build_leaves_fts5_answering(filled: SQLiteStore,
         filled.bm25_index.wait_for_build(60)
     assert len(calls) == 1  # not retried for the same generation
     assert not filled.bm25_index.ready(filled.generation())
+
+
+def test_a_build_that_outlives_its_store_creates_no_database(tmp_path: Path) -> None:
+    # the store's folder was emptied (a new store is about to be made there) when the build of the
+    # old one starts: it must fail quietly, not leave an empty database file at that path
+    from cograg.index.sqlite_store import DB_NAME
+
+    index = MemoryBM25()
+    index._build_from_file(tmp_path / DB_NAME, "3")
+    assert not (tmp_path / DB_NAME).exists() and index._failed == "3" and not index.ready("3")

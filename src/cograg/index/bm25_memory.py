@@ -198,7 +198,10 @@ class MemoryBM25:
 
     def _build_from_file(self, db_path: Path, asked: str) -> None:
         try:
-            conn = sqlite3.connect(str(db_path), timeout=30.0, isolation_level=None, check_same_thread=False)
+            # read-only: a build that outlives its store (the folder removed, a new store made there) must
+            # not create a file at that path
+            conn = sqlite3.connect(f"{Path(db_path).resolve().as_uri()}?mode=ro", uri=True, timeout=30.0,
+                                   isolation_level=None, check_same_thread=False)
             try:
                 conn.execute("BEGIN")
                 row = conn.execute("SELECT value FROM meta WHERE key='generation'").fetchone()
