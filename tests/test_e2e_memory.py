@@ -1,14 +1,14 @@
 """Conversation memory end to end on the real embedded models (1.5B default profile,
-multilingual-e5): the Linden Bridge follow-up. "How many arches does it have?" after a question
-about the Linden Bridge is read as a question about the bridge, retrieved and answered with a
-verified citation; the verified facts of both turns are in the session's ledger; without a session
-the same follow-up is answered with a clarifying question."""
+multilingual-e5): the Linden Bridge follow-up, after a first turn in the one-shot mode (R1). "How
+many arches does it have?" after a question about the Linden Bridge is read as a question about the
+bridge, retrieved and answered with a verified citation; the verified facts of both turns are in
+the session's ledger; without a session the same follow-up is answered with a clarifying question."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.test_e2e_answer import assert_contract_holds
+from tests.test_e2e_answer import assert_contract_holds, verified_sentences
 
 pytestmark = pytest.mark.slow
 
@@ -16,9 +16,14 @@ pytestmark = pytest.mark.slow
 @pytest.mark.timeout(1500)
 def test_linden_bridge_follow_up_resolves_it_from_the_session(demo_engine):
     eng = demo_engine
-    first = eng.ask("Who designed the stone Linden Bridge?", session="e2e")
+    # the first turn is R1 forced, the one-shot mode's end-to-end test too: one retrieval, one
+    # verified answer from the bridge article
+    first = eng.ask("Who designed the stone Linden Bridge?", session="e2e", mode="R1")
     assert_contract_holds(eng, first)
-    assert not first.fallback and "Marrick" in first.answer
+    assert first.mode == "R1_ONE_SHOT_RETRIEVE"
+    assert "Marrick" in " ".join(verified_sentences(first, "bridge_history.html")), first.answer
+    t = eng.trace(first.trace_id)
+    assert t["states"][:3] == ["IDLE", "ROUTING", "RETRIEVING"] and t["outcome"]["anomalies"] == []
 
     follow = eng.ask("How many arches does it have?", session="e2e")
     t = eng.trace(follow.trace_id)
