@@ -17,8 +17,8 @@ from pydantic import BaseModel, Field, field_validator
 from rapidfuzz import fuzz
 
 # the marker helpers are re-exported: callers import them from here as well
-from cograg.answer.markers import (MARKER_RE, answer_sentences, drop_markers, markers_in, sentence_around,  # noqa: F401
-                                   renumber_markers, strip_markers, tidy_spacing)
+from cograg.answer.markers import (MARKER_RE, answer_sentences, drop_markers, marker_ids, markers_in,  # noqa: F401
+                                   quote_text, renumber_markers, sentence_around, strip_markers, tidy_spacing)
 from cograg.index.analyzer import analyze
 from cograg.retrieval.packing import ContextBlock
 from cograg.text import is_verbatim, ngram_overlap, normalise_for_match, numbers_in, split_sentences
@@ -227,7 +227,7 @@ def locate_quote(quote: str, claim: str, block: ContextBlock) -> tuple[int, str,
     quote is always a verbatim substring of that chunk's text. Citation markers the model copied
     into its quote ("… arches [2].") are not part of the source text and are ignored."""
     texts = block.chunk_texts or [block.text]
-    quote = strip_markers(quote) if MARKER_RE.search(quote) else quote
+    quote = quote_text(quote)
     if quote.strip():
         for i, t in enumerate(texts):
             if quote.strip() in t:
@@ -346,7 +346,7 @@ def validate_draft(draft: DraftAnswer, blocks: list[ContextBlock]) -> ValidatedA
     def _renumber(m: re.Match[str]) -> str:
         if not m.group(1):
             return ""  # unresolved cite: forms (fact/task/doc not retrieved) are dropped here
-        keep = [renumber[p] for p in re.split(r"\s*[,，]\s*", m.group(1)) if p in renumber]
+        keep = [renumber[p] for p in marker_ids(m) if p in renumber]
         return "".join(f"[{k}]" for k in dict.fromkeys(keep))
 
     answer = tidy_spacing(MARKER_RE.sub(_renumber, answer))
@@ -384,7 +384,7 @@ def misnumbered_citations(citations: list[DraftCitation], blocks: list[ContextBl
         if key in seen or key not in by_id:
             continue
         seen.add(key)
-        quote = strip_markers(c.quote) if MARKER_RE.search(c.quote) else c.quote
+        quote = quote_text(c.quote)
         if len(normalise_for_match(quote)) < MIN_MOVED_QUOTE_CHARS or _holds_verbatim(by_id[key], quote):
             continue
         holder = next((b for b in blocks if b is not by_id[key] and _holds_verbatim(b, quote)), None)

@@ -11,12 +11,23 @@ from cograg.text import sentence_spans, split_sentences
 MARKER_RE = re.compile(r"\[(\d+(?:\s*[,，]\s*\d+)*)\]|\[cite:\s*(doc|fact|task)\s*,\s*([^,\]\s]+)\s*(?:,\s*([^\]\s]+)\s*)?\]")
 
 
+def marker_ids(m: re.Match[str]) -> list[str]:
+    """The block ids of one numbered marker match ("[1, 2]" → ["1", "2"])."""
+    return re.split(r"\s*[,，]\s*", m.group(1))
+
+
+def quote_text(quote: str) -> str:
+    """A model's quote without the citation markers it copied into it ("… arches [2]."); a quote
+    without markers is left exactly as given."""
+    return strip_markers(quote) if MARKER_RE.search(quote) else quote
+
+
 def markers_in(answer: str) -> list[tuple[str, int, int]]:
     """(block id as a string, start, end) of every numbered marker in `answer`, in order."""
     out = []
     for m in MARKER_RE.finditer(answer):
         if m.group(1):
-            for part in re.split(r"\s*[,，]\s*", m.group(1)):
+            for part in marker_ids(m):
                 out.append((part, m.start(), m.end()))
         else:
             out.append((f"{m.group(2)}:{m.group(3)}" + (f":{m.group(4)}" if m.group(4) else ""), m.start(), m.end()))
@@ -32,7 +43,7 @@ def drop_markers(sentence: str, ids: set[str]) -> str:
     def _keep(m: re.Match[str]) -> str:
         if not m.group(1):
             return m.group(0)
-        return "".join(f"[{p}]" for p in re.split(r"\s*[,，]\s*", m.group(1)) if p not in ids)
+        return "".join(f"[{p}]" for p in marker_ids(m) if p not in ids)
 
     return tidy_spacing(MARKER_RE.sub(_keep, sentence))
 
@@ -43,7 +54,7 @@ def renumber_markers(text: str, mapping: dict[str, str]) -> str:
     def _map(m: re.Match[str]) -> str:
         if not m.group(1):
             return m.group(0)
-        parts = [mapping.get(p, p) for p in re.split(r"\s*[,，]\s*", m.group(1))]
+        parts = [mapping.get(p, p) for p in marker_ids(m)]
         return f"[{', '.join(dict.fromkeys(parts))}]"
 
     return MARKER_RE.sub(_map, text)
@@ -64,7 +75,7 @@ def sentence_around(answer: str, key: str) -> str:
     """The text of the sentence that carries marker `key`, from its start up to that marker."""
     spans = sentence_spans(answer, markers=MARKER_RE)
     for m in MARKER_RE.finditer(answer):
-        if m.group(1) and key in re.split(r"\s*[,，]\s*", m.group(1)):
+        if m.group(1) and key in marker_ids(m):
             start = next((s for s, e in spans if s <= m.start() < e), m.start())
             return strip_markers(answer[start:m.end()])
     return ""
