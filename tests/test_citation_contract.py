@@ -84,6 +84,14 @@ def test_an_unmarked_sentence_is_attached_where_the_block_holds_it() -> None:
     assert [c.doc_id for c in v.citations] == ["d1"]
 
 
+def test_an_unmarked_sentence_naming_a_person_by_initials_stays_one_sentence() -> None:
+    # split at "E." and "B.", the marker went on "Both E." and the name was lost with "B."
+    writers = block(4, "E. B. White was an American writer. Dan Masterson was an American poet.")
+    v = validate_draft(draft("Both E. B. White and Dan Masterson were American writers.", (4, "")), [writers])
+    assert v.issues.markers_inserted == 1
+    assert v.answer == "Both E. B. White and Dan Masterson were American writers [1]."
+
+
 def test_an_unmarked_answer_no_block_holds_is_regenerated_once_then_refused(tmp_path: Path) -> None:
     eng = make_engine(tmp_path, DOCS)
     reply = lambda m: json.dumps({"answer": "A committee of engineers chose that plan.",  # noqa: E731

@@ -48,6 +48,15 @@ def test_normalise_for_match_folds_width_case_markdown_and_space() -> None:
     ('He said "no." Then he left.', ['He said "no."', "Then he left."]),
     ("   ", []),
     ("no stop at the end", ["no stop at the end"]),
+    # a name's initials and a title's stop go on with the sentence
+    ("Both E. B. White and Dan Masterson were writers. Both lived in America.",
+     ["Both E. B. White and Dan Masterson were writers.", "Both lived in America."]),
+    ("D.P. Varma produced it. It was a hit.", ["D.P. Varma produced it.", "It was a hit."]),
+    ("It was written by J. R. R. Tolkien.", ["It was written by J. R. R. Tolkien."]),
+    ("He met Dr. Smith. Then he left.", ["He met Dr. Smith.", "Then he left."]),
+    # ... but a capital letter before a common sentence opener, or at the end, ends one
+    ("The answer is Plan B. That is all.", ["The answer is Plan B.", "That is all."]),
+    ("Written by E. B. White. A classic.", ["Written by E. B. White.", "A classic."]),
 ])
 def test_split_sentences(text: str, expected: list[str]) -> None:
     assert split_sentences(text) == expected

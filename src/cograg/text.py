@@ -66,6 +66,33 @@ _ENDS = f"[。！？]+[{_CLOSERS}]*|[.!?]+[{_CLOSERS}]*(?=\\s|$|[{CJK_RANGE}])|\
 _SENTENCE_END = re.compile(_ENDS)
 _SENTENCE_END_SEMICOLON = re.compile(f"{_ENDS}|[；;]")
 _STOPS = ".。!?！？"
+# A full stop after a name's initial ("E. B. White", "D.P. Varma") or a title ("Dr. Smith") does
+# not end the sentence when more of it follows: split there, "Both E. B. White and Dan Masterson
+# were writers" became three sentences, one citation marker on "Both E." and the name lost.
+_INITIAL_BEFORE = re.compile(r"(?:^|(?<=[\s.(\"“'‘]))[A-Z]$")
+_TITLE_BEFORE = re.compile(r"(?:^|(?<=[\s(\"“'‘]))(?:Mr|Mrs|Ms|Dr|Prof|St|Mt|Fr|Sr|Jr|vs|e\.g|i\.e|cf)$")
+_NEXT_WORD = re.compile(r"\s+(\S)(\w*)")
+# words that open a new sentence far more often than they continue a name: "Plan B. The …"
+_SENTENCE_OPENERS = frozenset(
+    "A An And As At But For He Her His However I If In It Its On She So That The Their Then There "
+    "These They This Those We When Which Who".split())
+
+
+def _abbreviation_stop(text: str, m: re.Match[str]) -> bool:
+    """Whether the stop `m` is an initial's or a title's full stop inside a sentence (see above)."""
+    if m.group() != ".":
+        return False
+    nxt = _NEXT_WORD.match(text, m.end())
+    if nxt is None:
+        return False
+    before = text[max(0, m.start() - 6):m.start()]
+    if _TITLE_BEFORE.search(before):
+        return True
+    # an initial goes on with a name: a capitalised word (or another initial) that is not a
+    # common sentence opener
+    word = nxt.group(1) + nxt.group(2)
+    return (bool(_INITIAL_BEFORE.search(before)) and nxt.group(1).isupper()
+            and word not in _SENTENCE_OPENERS)
 
 
 def _strip_span(text: str, start: int, end: int) -> tuple[int, int]:
@@ -88,6 +115,8 @@ def sentence_spans(text: str, *, semicolons: bool = False,
     spans: list[tuple[int, int]] = []
     start = 0
     for m in rx.finditer(text):
+        if _abbreviation_stop(text, m):
+            continue
         spans.append(_strip_span(text, start, m.end()))
         start = m.end()
     spans.append(_strip_span(text, start, len(text)))
