@@ -523,3 +523,14 @@ def test_the_rewriters_keyword_list_is_bounded_in_its_schema_and_cut_when_longer
     assert RewriteProposal.model_json_schema()["properties"]["keywords"]["maxItems"] == 8
     many = RewriteProposal.model_validate({"rewritten_query": "q", "keywords": [f"k{i}" for i in range(12)]})
     assert many.keywords == [f"k{i}" for i in range(8)]
+
+
+def test_the_rewriters_reason_is_bounded_in_its_schema_and_cut_when_longer():
+    """Unbounded, the 1.5B rewriter wrote its reason until the token budget ran out; the bound in
+    the schema stops a grammar-constrained model, and a longer reason from another backend is cut."""
+    from cograg.control.corrective_models import RewriteProposal
+    from cograg.models.judge import MAX_REASON_CHARS
+
+    assert RewriteProposal.model_json_schema()["properties"]["rewrite_reason"]["maxLength"] == MAX_REASON_CHARS
+    long = RewriteProposal.model_validate({"rewritten_query": "q", "rewrite_reason": "because " * 40})
+    assert long.rewritten_query == "q" and len(long.rewrite_reason) == MAX_REASON_CHARS

@@ -86,11 +86,18 @@ class RewriteProposal(BaseModel):
     """The JSON schema the rewriter LLM answers with (seed 003 rewrite JSON)."""
 
     rewritten_query: str
-    rewrite_reason: str = ""
+    # Bounded like the grader's reasoning: unbounded, the 1.5B rewriter explained itself until its
+    # token budget ran out (192 tokens, ~13 s on 2 cores) and never reached the keywords.
+    rewrite_reason: str = Field("", json_schema_extra={"maxLength": MAX_REASON_CHARS})
     # The bound is in the schema, so a grammar-constrained model stops after it (the 1.5B model
     # listed keywords until its token budget ran out, ~190 tokens); a longer list from a backend
     # without a grammar is cut, not rejected.
     keywords: list[str] = Field(default_factory=list, json_schema_extra={"maxItems": MAX_KEYWORDS})
+
+    @field_validator("rewrite_reason", mode="before")
+    @classmethod
+    def _short_reason(cls, value: object) -> object:
+        return cut_reason(value)
 
     @field_validator("keywords", mode="before")
     @classmethod
