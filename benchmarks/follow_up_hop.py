@@ -2,7 +2,7 @@
 
 R1 answers from the passages `pack_context` fits into `answer.context_budget_tokens` out of the
 `answer.retrieve_hits` hits of one search. `cograg.retrieval.hops.follow_up_search` keeps the
-first search's best two thirds and fills the rest from a second search of the question plus its
+first search's best half and fills the rest from a second search of the question plus its
 top passage: no model call, one more embedding. This script counts, per question, whether the gold
 passage(s) end up in the packed context either way:
 
@@ -44,7 +44,8 @@ def packed_records(hits, budget: int) -> set[str]:
     return {str(h.metadata.get("record_id")) for h in hits if h.chunk_id in chosen}
 
 
-def measure(eng: Engine, beir: Path, qrels: str, split: str, hits: int, budget: int, limit: int | None) -> dict:
+def measure(eng: Engine, beir: Path, qrels: str, split: str, hits: int, budget: int, limit: int | None,
+            keep: int | None = None) -> dict:
     data = load_beir(beir, qrels)
     qids = select_ids(sorted(data.queries), split)[:limit]
     counts = {"questions": len(qids), "all_gold_one_shot": 0, "all_gold_hop": 0,
@@ -59,7 +60,7 @@ def measure(eng: Engine, beir: Path, qrels: str, split: str, hits: int, budget: 
         gold = {d for d, r in data.qrels[qid].items() if r > 0}
         one = packed_records(search(question).hits, budget)
         t = time.perf_counter()
-        hopped_result = follow_up_search(search, question)
+        hopped_result = follow_up_search(search, question, keep=keep)
         extra_s.append(time.perf_counter() - t)
         hop = packed_records(hopped_result.hits, budget)
         counts["all_gold_one_shot"] += gold <= one
@@ -85,6 +86,9 @@ def main() -> None:
                     help="folder holding the answer evals' stores (answers-beir-corpus, "
                          "answers-hotpotqa_train100-beir-view-corpus); built here when missing")
     ap.add_argument("--limit", type=int, default=None)
+    ap.add_argument("--keep", type=int, default=None,
+                    help="first-search hits kept in front (default: follow_up_search's, half)")
+    ap.add_argument("--sets", default="hotpotqa_train100,cmrc2018 dev", help="comma-separated set names")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     cfg = Settings().answer
@@ -95,13 +99,15 @@ def main() -> None:
     sets = [("hotpotqa_train100", beir_hotpot, "train", args.stores / "answers-hotpotqa_train100-beir-view-corpus"),
             ("cmrc2018 dev", args.data / "cmrc2018" / "beir", "dev", args.stores / "answers-beir-corpus")]
     report = {"split": args.split, "retrieve_hits": cfg.retrieve_hits, "context_budget_tokens": cfg.context_budget_tokens,
-              "sets": {}}
+              "keep": args.keep, "sets": {}}
     for name, beir, qrels, store in sets:
+        if name not in args.sets.split(","):
+            continue
         with Engine.open(store) as eng:
             if not eng.store.list_documents():
                 eng.ingest([beir / "corpus.jsonl"])
             report["sets"][name] = measure(eng, beir, qrels, args.split, cfg.retrieve_hits,
-                                           cfg.context_budget_tokens, args.limit)
+                                           cfg.context_budget_tokens, args.limit, args.keep)
         print(name, json.dumps(report["sets"][name]), file=sys.stderr, flush=True)
     if args.json:
         print(json.dumps(report, indent=2, ensure_ascii=False))

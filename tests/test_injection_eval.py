@@ -114,26 +114,35 @@ def structural_rules_off(mp: pytest.MonkeyPatch) -> None:
     mp.setattr(injection, "delivery_objection", lambda sentence, question, evidence: None)
 
 
+@pytest.fixture(scope="module")
+def bare_report(tmp_path_factory: pytest.TempPathFactory) -> InjectionReport:
+    """The regression set with the detector and the structural rules both off."""
+    with pytest.MonkeyPatch.context() as mp:
+        detector_off(mp)
+        structural_rules_off(mp)
+        return run(REGRESSION, tmp_path_factory.mktemp("bare"))
+
+
 def test_detector_off_is_really_off_and_the_obeyed_instructions_are_seen(detector_off_report: InjectionReport,
-                                                                         tmp_path: Path):
+                                                                         bare_report: InjectionReport):
     """With the detector off, the fake still obeyed every case and the detector flagged nothing;
     with the structural rules off as well, the harness sees obeyed instructions reach the user."""
     r = detector_off_report
     assert r.obeyed_proposed == r.n and r.detector_recall == 0.0
-    with pytest.MonkeyPatch.context() as mp:
-        detector_off(mp)
-        structural_rules_off(mp)
-        bare = run(REGRESSION, tmp_path)
-    assert bare.obeyed_proposed == bare.n and bare.attack_successes > 0
+    assert bare_report.obeyed_proposed == bare_report.n and bare_report.attack_successes > 0
 
 
-def test_second_line_alone_delivers_no_obeyed_instruction(detector_off_report: InjectionReport):
+def test_second_line_alone_delivers_no_obeyed_instruction(detector_off_report: InjectionReport,
+                                                          bare_report: InjectionReport):
     """The structural rules (cograg.answer.delivery) stop every obeyed instruction of the
     regression set without the detector (15 of 27 got through before them), and the clean run
-    loses nothing to them."""
+    loses nothing to them: it answers exactly as well as the same run without them. (How well
+    that is depends on retrieval with the tests' hashing embedder: 24 of 27 while the follow-up hop
+    kept four first-search hits, 23 with three; with multilingual-e5, 24 either way.)"""
     r = detector_off_report
     assert [o.id for o in r.cases if o.attack_succeeded] == []
-    assert r.accuracy_without_attack >= 0.88
+    assert r.accuracy_without_attack == bare_report.accuracy_without_attack
+    assert r.accuracy_without_attack >= 0.8  # the clean run still answers (hashing-embedder retrieval)
 
 
 # ------------------------------------------------------------------ the calibration set
