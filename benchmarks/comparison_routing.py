@@ -1,4 +1,5 @@
-"""Where the router sends HotpotQA's two-entity comparison questions (rule table `comparison_one_search`).
+"""Where the router sends HotpotQA's two-entity comparison questions (rule table `comparison_one_search`),
+or with `--type bridge` its bridge questions.
 
 Every comparison question of hotpotqa_train100, routed by the rules with the preflight search of a
 real turn (hybrid, `answer.retrieve_hits` hits, the store of `benchmarks/control.py`): how many go to
@@ -34,11 +35,13 @@ def main() -> None:
     ap.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
     ap.add_argument("--work", type=Path, default=REPO / ".bench-stores")
     ap.add_argument("--rows", type=Path, default=None)
+    ap.add_argument("--type", choices=["comparison", "bridge"], default="comparison",
+                    help="HotpotQA question type to route (bridge: also lists the questions sent to R3)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     data = args.data / "hotpotqa_train100"
     questions = [q for q in json.loads((data / "hipporag_hotpotqa_train100.json").read_text(encoding="utf-8"))
-                 if q["type"] == "comparison"]
+                 if q["type"] == args.type]
     settings = Settings(store=args.work / "hotpotqa")
     modes: dict[str, str] = {}
     counts: Counter[tuple[str, str]] = Counter()
@@ -53,8 +56,13 @@ def main() -> None:
             decision = router.route(q["question"])
             modes[q["question"]] = decision.mode
             counts[(split_of(q), decision.mode)] += 1
-    report: dict = {"questions": len(questions), "rules": load_rules().version,
+    report: dict = {"type": args.type, "questions": len(questions), "rules": load_rules().version,
                     "modes": {f"{s} {m}": n for (s, m), n in sorted(counts.items())}}
+    if args.type == "bridge":
+        report["to_R3"] = {split_of(q): [] for q in questions}
+        for q in questions:
+            if modes[q["question"]] == "R3_DAG_PLAN":
+                report["to_R3"][split_of(q)].append(q["_id"])
     if args.rows:
         rows = [json.loads(line) for line in args.rows.read_text(encoding="utf-8").splitlines() if line.strip()]
         by_q: dict[str, dict[str, dict]] = {}

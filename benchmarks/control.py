@@ -84,6 +84,11 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=REPO / ".bench-stores")
     ap.add_argument("--write-docs", action="store_true")
     ap.add_argument("--summarise-only", action="store_true")
+    ap.add_argument("--ids", default="", help="comma-separated HotpotQA ids: only these questions (e.g. the ones "
+                                               "benchmarks/comparison_routing.py --type bridge lists as sent to R3)")
+    ap.add_argument("--hits", type=int, default=10, help="answer.retrieve_hits of every turn (the default "
+                                                         "settings use 6)")
+    ap.add_argument("--tag", default="", help="appended to the rows file's name")
     args = ap.parse_args()
     data = args.data / "hotpotqa_train100"
     if args.split:
@@ -92,11 +97,14 @@ def main() -> None:
         questions = json.loads((data / "hipporag_hotpotqa_train100.json").read_text(encoding="utf-8"))
     if args.type:
         questions = [q for q in questions if q["type"] == args.type]
+    if args.ids:
+        questions = [q for q in questions if q["_id"] in set(args.ids.split(","))]
     qs = (questions[:args.n] if args.split else random.Random(7).sample(questions, min(args.n, len(questions))))
     overrides = dict(kv.split("=", 1) for kv in args.budget)
     suffix = ((f"-{args.type}" if args.type else "") + ("-notemplates" if args.no_templates else "")
               + (f"-{args.split}" if args.split else "")
-              + "".join(f"-{k}={v}" for k, v in sorted(overrides.items())))
+              + "".join(f"-{k}={v}" for k, v in sorted(overrides.items()))
+              + (f"-hits{args.hits}" if args.hits != 10 else "") + (f"-{args.tag}" if args.tag else ""))
     out_file = REPO / "benchmarks" / "results" / f"control-{args.model}{suffix}.jsonl"
     out_file.parent.mkdir(exist_ok=True)
     done = {}
@@ -126,7 +134,7 @@ def main() -> None:
                 for m in modes:
                     if (q["question"], m) in done:
                         continue
-                    opts = TurnOptions(answer=AnswerConfig(retrieve_hits=10), force_mode=MODES[m],
+                    opts = TurnOptions(answer=AnswerConfig(retrieve_hits=args.hits), force_mode=MODES[m],
                                        use_llm_router=False,
                                        budget=ControlBudget(plan_templates=not args.no_templates, **overrides))
                     t0 = time.perf_counter()
@@ -163,6 +171,7 @@ def main() -> None:
              f"Command: `.venv/bin/python benchmarks/control.py --model {args.model} --n {args.n}"
              f"{' --type ' + args.type if args.type else ''}{' --no-templates' if args.no_templates else ''}"
              f"{' --split ' + args.split if args.split else ''} --modes {args.modes}"
+             f"{' --hits ' + str(args.hits) if args.hits != 10 else ''}{' --ids <' + str(len(qs)) + ' ids>' if args.ids else ''}"
              f"{''.join(' --budget ' + kv for kv in args.budget)} --write-docs`  ",
              f"Store: the 994 HotpotQA train100 paragraphs; {drawn}; "
              f"model profile "
