@@ -2,7 +2,7 @@
 
 R1 answers from the passages `pack_context` fits into `answer.context_budget_tokens` out of the
 `answer.retrieve_hits` hits of one search. `cograg.retrieval.hops.follow_up_search` keeps the
-first search's best half and fills the rest from a second search of the question plus its
+first search's best two thirds and fills the rest from a second search of the question plus its
 top passage: no model call, one more embedding. This script counts, per question, whether the gold
 passage(s) end up in the packed context either way:
 
@@ -87,7 +87,7 @@ def main() -> None:
                          "answers-hotpotqa_train100-beir-view-corpus); built here when missing")
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--keep", type=int, default=None,
-                    help="first-search hits kept in front (default: follow_up_search's, half)")
+                    help="first-search hits kept in front (default: follow_up_search's, two thirds)")
     ap.add_argument("--sets", default="hotpotqa_train100,cmrc2018 dev", help="comma-separated set names")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()

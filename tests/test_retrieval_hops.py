@@ -34,9 +34,8 @@ def test_follow_up_keeps_the_first_hops_best_and_adds_the_second_hops_new_hits()
 
     merged = follow_up_search(search, "q")
     assert queries == ["q", "q\ntext of a"]  # the second search carries the first hop's top passage
-    # the best half of the question's own six, then the second hop's hits not yet there, cut at six
-    # (the context budget packs three or four paragraphs: with four kept, the hop's were packed out)
-    assert [h.chunk_id for h in merged.hits] == ["a", "b", "c", "x", "y", "z"]
+    # the first four of the question's own six, then the second hop's hits not yet there, cut at six
+    assert [h.chunk_id for h in merged.hits] == ["a", "b", "c", "d", "x", "y"]
     assert merged.query == "q" and merged.evidence_score == 0.7  # the question's own evidence decides
     assert [h.chunk_id for h in follow_up_search(search, "q", keep=1).hits] == ["a", "x", "c", "y", "z", "w"]
 
