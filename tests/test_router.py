@@ -479,8 +479,57 @@ def test_the_rule_table_can_send_every_comparison_to_r3() -> None:
     assert d.mode == "R3_DAG_PLAN" and searched == []
 
 
-def test_a_multi_hop_question_that_is_no_comparison_still_plans() -> None:
-    # a bridge question: one search finding its first paragraph says nothing about the second
-    d = Router(load_rules(), search=lambda q: result(q, BOTH, 0.9)).route(
-        "Who directed the film that starred the lead singer of the band f(x)?")
-    assert (d.route, d.mode) == ("MULTI_HOP", "R3_DAG_PLAN")
+# --------------------------------------------------------------------------- bridges: R1 (with its hop) when one search clears the floor
+
+BRIDGE = "Who directed the film that starred the lead singer of the band f(x)?"
+FX = ["f(x) is a South Korean girl group formed by SM Entertainment. Its lead singer is Krystal Jung."]
+
+
+@pytest.mark.parametrize(("evidence", "mode", "why"), [
+    (0.9, "R1_ONE_SHOT_RETRIEVE", "follow-up hop looks for the second paragraph -> R1"),
+    (0.5, "R3_DAG_PLAN", "under the refusal floor) -> R3"),
+])
+def test_a_bridge_question_one_search_clears_goes_to_r1_and_stays_multi_hop(evidence, mode, why) -> None:
+    searched: list[str] = []
+    d = Router(load_rules(), search=lambda q: searched.append(q) or result(q, FX, evidence)).route(BRIDGE)
+    assert "rule:complexity.bridge" in d.reasons
+    assert (d.route, d.mode) == ("MULTI_HOP", mode) and searched == [BRIDGE]
+    assert any(why in r for r in d.reasons), d.reasons
+    assert (d.sufficiency is not None) == (mode == "R1_ONE_SHOT_RETRIEVE")
+
+
+def test_a_bridge_question_plans_when_r1_has_no_follow_up_hop() -> None:
+    # without the hop R1 searches once, and one search finding the first paragraph says nothing about the second
+    searched: list[str] = []
+    d = Router(load_rules(), search=lambda q: searched.append(q) or result(q, FX, 0.9),
+               floors=AnswerConfig(follow_up_hop=False)).route(BRIDGE)
+    assert d.mode == "R3_DAG_PLAN" and searched == []
+    assert any("follow-up hop is off" in r for r in d.reasons)
+
+
+def test_the_rule_table_can_send_every_bridge_question_to_r3() -> None:
+    rules = load_rules().model_copy(update={"bridge_one_search": False})
+    searched: list[str] = []
+    d = Router(rules, search=lambda q: searched.append(q) or result(q, FX, 0.9)).route(BRIDGE)
+    assert d.mode == "R3_DAG_PLAN" and searched == []
+
+
+@pytest.mark.parametrize("question", [
+    # a bridge that also compares, or asks why: more than one look-up and its hop
+    "Which is older, the band that Krystal Jung sang in or the band that Taeyeon sang in?",
+    "Why did the band that Krystal Jung sang in split up?",
+])
+def test_a_bridge_with_another_multi_hop_shape_keeps_its_plan(question: str) -> None:
+    analysis = rule_analysis(question)
+    assert "complexity.bridge" in analysis.fired, analysis.fired
+    d = Router(load_rules(), search=lambda q: result(q, FX, 0.9)).route(question)
+    assert d.mode == "R3_DAG_PLAN"
+    assert not any(r.startswith("bridge:") for r in d.reasons), d.reasons
+
+
+def test_a_failed_bridge_preflight_plans() -> None:
+    def search(q: str) -> SearchResult:
+        raise RuntimeError("index offline")
+
+    d = Router(load_rules(), search=search).route(BRIDGE)
+    assert d.mode == "R3_DAG_PLAN" and any("bridge preflight failed (RuntimeError)" in r for r in d.reasons)

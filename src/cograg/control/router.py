@@ -174,6 +174,10 @@ def blend(rule: RouteScores, llm: RouteScores | None, rules: RoutingRules) -> Ro
     return RouteScores(**values)
 
 
+# complexity signals of questions that are more than a bridge: these keep R3's plan
+_OTHER_MULTI_HOP_SHAPES = frozenset({"complexity.comparison", "complexity.cause", "complexity.analysis"})
+
+
 class Router:
     """Seed 004 §5.9 hybrid Router/Gate. `search(question) -> SearchResult` is the preflight
     retrieval (omit it to decide the route without retrieving; DOC_GROUNDED then means R1)."""
@@ -210,6 +214,38 @@ class Router:
             return None
         reasons.append(f"comparison: one search clears the floor (top={suff.top_score}) and names both "
                        f"{plan.entities[0]!r} and {plan.entities[1]!r} -> R1")
+        return suff
+
+    def _bridge_in_one_search(self, question: str, analysis: RuleAnalysis, rules: RoutingRules,
+                              reasons: list[str]) -> Sufficiency | None:
+        """The preflight of a bridge question (one whose answer hangs off something it describes,
+        "Who directed the film that …"): its sufficiency when one search of the question clears the
+        refusal floor and R1's follow-up hop is on (then R1 answers it, the hop looking for the second
+        paragraph), else None (R3 plans the look-ups). A question that also compares, asks for causes
+        or for an analysis keeps its plan."""
+        if not rules.bridge_one_search or self.search is None:
+            return None
+        fired = set(analysis.fired)
+        if "complexity.bridge" not in fired or fired & _OTHER_MULTI_HOP_SHAPES:
+            return None
+        plan = template_plan(question)
+        if plan is not None and plan.name == "comparison":
+            return None
+        if not self.floors.follow_up_hop:
+            reasons.append("bridge: R1's follow-up hop is off -> R3")
+            return None
+        try:
+            result = self.search(question)
+        except Exception as exc:  # the injected search may be anything; R3 searches per look-up anyway
+            reasons.append(f"bridge preflight failed ({type(exc).__name__}) -> R3")
+            return None
+        suff = preflight(result, question, rules, self.floors)
+        if not suff.above_floor:
+            reasons.append(f"bridge: one search is not enough (best score {suff.top_score} under the "
+                           "refusal floor) -> R3")
+            return None
+        reasons.append(f"bridge: one search clears the floor (top={suff.top_score}); R1's follow-up hop "
+                       "looks for the second paragraph -> R1")
         return suff
 
     def route(self, question: str, *, facts: list[str] | None = None, has_context: bool = False,
@@ -267,6 +303,8 @@ class Router:
         if scores.complexity >= th.multi_hop_complexity:
             reasons.append(f"MULTI_HOP: complexity {scores.complexity:.2f} >= {th.multi_hop_complexity}")
             one_search = self._comparison_in_one_search(question, rules, reasons)
+            if one_search is None:
+                one_search = self._bridge_in_one_search(question, analysis, rules, reasons)
             if one_search is not None:
                 return decide("MULTI_HOP", "R1_ONE_SHOT_RETRIEVE", sufficiency=one_search)
             return decide("MULTI_HOP", "R3_DAG_PLAN")

@@ -100,6 +100,11 @@ class RoutingRules(BaseModel):
         "entities in the passages R1 answers from goes to R1, not R3 (docs/benchmarks.md, control flow on "
         "comparison questions: R3 did not beat R1 there and took twice as long)")
 
+    bridge_one_search: bool = Field(
+        True, description="a bridge question (complexity signal `bridge`, and no comparison, cause or analysis) "
+        "whose one search clears the refusal floor goes to R1, whose follow-up hop looks for the second "
+        "paragraph, not R3 (docs/benchmarks.md, control flow on bridge questions)")
+
     def sufficiency_for(self, question: str) -> SufficiencyThresholds:
         lang: Literal["en", "zh"] = "zh" if is_chinese(question) else "en"
         return self.sufficiency.get(lang) or SufficiencyThresholds()
