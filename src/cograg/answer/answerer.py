@@ -254,9 +254,9 @@ class Answerer:
                     continue
                 return finish(trace, self._refusal(q, trace, result, f"model failed: {type(exc).__name__}",
                                                          evidence=self._best_evidence(clean_blocks, q)))
-            validated = validate_draft(draft, clean_blocks)  # type: ignore[arg-type]
+            validated = validate_draft(draft, clean_blocks, question=q)  # type: ignore[arg-type]
             for field in ("unmatched_quotes", "repaired_quotes", "markers_without_citation", "citations_without_marker",
-                          "markers_inserted", "dropped_citations", "repointed_citations"):
+                          "markers_inserted", "dropped_citations", "repointed_citations", "completed_citations"):
                 setattr(removed, field, getattr(removed, field) + getattr(validated.issues, field))
             for repair in validated.quote_repairs:  # what was quoted and what stands in its place (C2)
                 shown = repair.model_dump() if repair.chunk_id not in hidden else \

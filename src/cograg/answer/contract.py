@@ -16,6 +16,8 @@ import unicodedata
 from pydantic import BaseModel, Field, field_validator
 from rapidfuzz import fuzz
 
+from cograg.answer.completion import complete_citations
+
 # the marker helpers are re-exported: callers import them from here as well
 from cograg.answer.markers import (MARKER_RE, answer_sentences, drop_markers, marker_ids, markers_in,  # noqa: F401
                                    quote_text, renumber_markers, sentence_around, strip_markers, tidy_spacing)
@@ -99,6 +101,10 @@ class ContractIssues(BaseModel):
                                                     "quote was not text of the block the model numbered")
     repointed_ids: dict[str, str] = Field(default_factory=dict, description="each moved citation, as the model "
                                           "numbered it: the block it named → the block that holds its quote")
+    completed_citations: int = Field(0, description="sentences that cited one block but claim what only another "
+                                     "block of the context holds, which the system cited too (answer/completion.py)")
+    completed_ids: list[str] = Field(default_factory=list, description="the blocks so added (as the model numbered "
+                                     "the context)")
 
 
 class QuoteRepair(BaseModel):
@@ -272,9 +278,11 @@ def resolve_fact_marker(fact_id: str, blocks: list[ContextBlock]) -> str | None:
     return None
 
 
-def validate_draft(draft: DraftAnswer, blocks: list[ContextBlock]) -> ValidatedAnswer:
+def validate_draft(draft: DraftAnswer, blocks: list[ContextBlock], question: str | None = None) -> ValidatedAnswer:
     """Apply C2: drop hallucinated ids (and their markers), pair markers with citations, make every
-    quote an exact substring of its chunk. Markers are renumbered 1..n in order of appearance."""
+    quote an exact substring of its chunk. Markers are renumbered 1..n in order of appearance.
+    With the `question`, a sentence that claims what only another block holds cites that block too
+    (`complete_citations`)."""
     by_id = {str(b.citation_id): b for b in blocks}
     issues = ContractIssues()
     answer = draft.answer.strip()
@@ -308,6 +316,11 @@ def validate_draft(draft: DraftAnswer, blocks: list[ContextBlock]) -> ValidatedA
             issues.hallucinated_ids.append(key)
             continue
         quotes.setdefault(key, c.quote)
+    if question and not draft.fallback:
+        answer, added, issues.completed_citations = complete_citations(answer, blocks, question)
+        issues.completed_ids = sorted(added, key=int)
+        for key, quote in added.items():
+            quotes.setdefault(key, quote)  # a block the model cited elsewhere keeps the model's quote
 
     used: list[str] = []
     for key, _, _ in markers_in(answer):

@@ -1,0 +1,66 @@
+"""Citation completion: a sentence that combines two passages but cites one gets the other cited too.
+
+A bridge answer ("The real life person that James Woods' character is based on in In Love and War
+was awarded the Medal of Honor") joins two paragraphs: the film's, which names James Stockdale, and
+Stockdale's, which names the medal. The 1.5B model often cites only the first. The judge then reads
+the film's paragraph alone, finds no medal there, and a right answer is refused (seen on the
+calibration split of HotpotQA; docs/benchmarks.md, "Citation completion").
+
+The rule is deterministic and narrow. A sentence's *new* words are its content words that are
+neither in the question nor in any block it cites: what it claims beyond what was asked and what
+its citations hold. When one other block of this turn's context holds every one of them, that block
+is cited as well (the first such block in rank order), with the sentence of that block that holds
+most of them as its quote: text of the chunk, verbatim. The sentence is then verified against all
+its citations like any other (numbers, negation, similarity, the judge): a completed citation can
+only give the judge the evidence the sentence draws on, never a verdict.
+"""
+
+from __future__ import annotations
+
+from cograg.answer.markers import MARKER_RE, markers_in, strip_markers
+from cograg.answer.subject import content_words
+from cograg.retrieval.packing import ContextBlock
+from cograg.text import sentence_spans, split_sentences
+
+
+def _quote_for(words: set[str], block: ContextBlock) -> str:
+    """The sentence of one of the block's chunks that holds most of `words` (the first on a tie)."""
+    best, best_n = "", -1
+    for text in block.chunk_texts or [block.text]:
+        for sent in split_sentences(text):
+            n = len(words & content_words(sent))
+            if n > best_n:
+                best, best_n = sent, n
+    return best
+
+
+def complete_citations(answer: str, blocks: list[ContextBlock], question: str) -> tuple[str, dict[str, str], int]:
+    """(`answer` with completed citations' markers, {added block id: its quote}, sentences completed).
+
+    Only sentences that already cite a block of `blocks` are looked at; an uncited sentence stays
+    as it is (C2 decides about it). A block the sentence cites is never added twice."""
+    by_id = {str(b.citation_id): b for b in blocks}
+    asked = content_words(question)
+    block_words = {k: content_words(b.text) for k, b in by_id.items()}
+    quotes: dict[str, str] = {}
+    completed = 0
+    out, last = [], 0
+    for start, end in sentence_spans(answer, markers=MARKER_RE):
+        sentence = answer[start:end]
+        cited = [k for k, _, _ in markers_in(sentence) if k in by_id]
+        new = content_words(strip_markers(sentence)) - asked
+        for k in cited:
+            new -= block_words[k]
+        holder = next((k for k in by_id if k not in cited and new <= block_words[k]), None) if cited and new else None
+        if holder is not None:
+            marker_end = [m.end() for m in MARKER_RE.finditer(sentence)][-1]
+            sentence = f"{sentence[:marker_end]}[{holder}]{sentence[marker_end:]}"
+            quotes.setdefault(holder, _quote_for(new, by_id[holder]))
+            completed += 1
+        out.append(answer[last:start] + sentence)
+        last = end
+    out.append(answer[last:])
+    return "".join(out), quotes, completed
+
+
+__all__ = ["complete_citations"]
