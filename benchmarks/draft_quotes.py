@@ -24,15 +24,16 @@ def log_drafts(path: str) -> None:
 
     validate = answerer.validate_draft
 
-    def logged(draft: Any, blocks: list[Any]) -> Any:
-        out = validate(draft, blocks)
+    def logged(draft: Any, blocks: list[Any], **options: Any) -> Any:
+        out = validate(draft, blocks, **options)
         cits = []
         for c in draft.citations:
             holders = [str(b.citation_id) for b in blocks
                        if c.quote and any(find_quote(c.quote, t) for t in [b.text, *b.chunk_texts])]
             cits.append({"id": str(c.id), "quote": c.quote[:200], "in_own": str(c.id) in holders, "found_in": holders})
         with open(path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps({"answer": draft.answer, "issues": out.issues.model_dump(exclude_defaults=True),
+            fh.write(json.dumps({"answer": draft.answer, "validated": out.answer,
+                                 "issues": out.issues.model_dump(exclude_defaults=True),
                                  "cits": cits, "blocks": [(str(b.citation_id), b.title) for b in blocks]},
                                 ensure_ascii=False) + "\n")
         return out
