@@ -64,7 +64,7 @@ def main() -> None:
                                        chunk_texts=texts, text="\n\n".join(texts), token_count=cb.get("tokens", 0),
                                        best_rank=cb["id"], title="", source=cb["source"]))
         for d in trace.get("drafts") or [] if blocks else []:
-            if (key_q, d["text"]) in seen:
+            if "text" not in d or (key_q, d["text"]) in seen:  # older traces kept no draft text
                 continue
             seen.add((key_q, d["text"]))
             draft = DraftAnswer(answer=d["text"], citations=[DraftCitation(id=i, quote="") for i in d["cited"]],

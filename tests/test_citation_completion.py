@@ -121,3 +121,16 @@ def test_a_claim_no_block_holds_gets_no_citation_and_is_refused(tmp_path: Path) 
     resp = _answering(tmp_path, "The designer of the Linden Bridge was born in Oxford.")
     assert resp.fallback and "Oxford" not in resp.answer
     assert resp.removed.completed_citations == 0
+
+
+def test_a_common_word_alone_completes_nothing() -> None:
+    # "born" is in the other block, "6 April 1849" in the cited one: what the sentence adds names no
+    # one and no number, and a biography that holds "born" says nothing about Robert Young
+    painter = block(1, "John William Waterhouse\nJohn William Waterhouse (6 April 1849 – 10 February 1917) was a painter.")
+    other = block(2, "Armando Iannucci\nArmando Iannucci (born 28 November 1963) is a Scottish satirist.")
+    claim = "Robert Young was born on 6 April 1849 [1]."
+    assert complete_citations(claim, [painter, other], "When was Robert Young's birth?") == (claim, {}, 0)
+    # the same sentence where what it adds is a name the other block holds is completed
+    young = block(2, "Robert Young\nRobert Young was a guitarist. He was born in Glasgow.")
+    assert complete_citations("Robert Young was born in Glasgow [1].", [painter, young],
+                              "Where was the painter's friend born?")[2] == 1

@@ -8,9 +8,13 @@ calibration split of HotpotQA; docs/benchmarks.md, "Citation completion").
 
 The rule is deterministic and narrow. A sentence's *new* words are its content words that are
 neither in the question nor in any block it cites: what it claims beyond what was asked and what
-its citations hold. When one other block of this turn's context holds every one of them, that block
-is cited as well (the first such block in rank order), with the sentence of that block that holds
-most of them as its quote: text of the chunk, verbatim. The sentence is then verified against all
+its citations hold. When they include a name or a number (a word of the sentence's capitalised runs
+or proper nouns, or a word with a digit) and one other block of this turn's context holds every one
+of them, that block is cited as well (the first such block in rank order), with the sentence of
+that block that holds most of them as its quote: text of the chunk, verbatim. Without the name or
+number, a common word such as "born" would do, and any biography in the context holds it: a
+"Robert Young was born on 6 April 1849" citing another man's paragraph (which holds the date) was
+completed with an unrelated one holding "born", and the 1.5B judge accepted the pair. The sentence is then verified against all
 its citations like any other (numbers, negation, similarity, the judge): a completed citation can
 only give the judge the evidence the sentence draws on, never a verdict.
 """
@@ -18,7 +22,7 @@ only give the judge the evidence the sentence draws on, never a verdict.
 from __future__ import annotations
 
 from cograg.answer.markers import MARKER_RE, markers_in, strip_markers
-from cograg.answer.subject import content_words
+from cograg.answer.subject import content_words, question_entities
 from cograg.retrieval.packing import ContextBlock
 from cograg.text import sentence_spans, split_sentences
 
@@ -32,6 +36,13 @@ def _quote_for(words: set[str], block: ContextBlock) -> str:
             if n > best_n:
                 best, best_n = sent, n
     return best
+
+
+def _names_and_numbers(sentence: str) -> set[str]:
+    """The content words of the names a sentence mentions (as for a question: capitalised runs,
+    quoted titles, Chinese proper nouns) and its words that hold a digit."""
+    words = content_words(" ".join(question_entities(sentence)))
+    return words | {w for w in content_words(sentence) if any(ch.isdigit() for ch in w)}
 
 
 def complete_citations(answer: str, blocks: list[ContextBlock], question: str) -> tuple[str, dict[str, str], int]:
@@ -48,10 +59,12 @@ def complete_citations(answer: str, blocks: list[ContextBlock], question: str) -
     for start, end in sentence_spans(answer, markers=MARKER_RE):
         sentence = answer[start:end]
         cited = [k for k, _, _ in markers_in(sentence) if k in by_id]
-        new = content_words(strip_markers(sentence)) - asked
+        claim = strip_markers(sentence)
+        new = content_words(claim) - asked
         for k in cited:
             new -= block_words[k]
-        holder = next((k for k in by_id if k not in cited and new <= block_words[k]), None) if cited and new else None
+        named = bool(new & _names_and_numbers(claim)) if cited and new else False
+        holder = next((k for k in by_id if k not in cited and new <= block_words[k]), None) if named else None
         if holder is not None:
             marker_end = [m.end() for m in MARKER_RE.finditer(sentence)][-1]
             sentence = f"{sentence[:marker_end]}[{holder}]{sentence[marker_end:]}"
