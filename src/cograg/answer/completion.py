@@ -14,9 +14,10 @@ of them, that block is cited as well (the first such block in rank order), with 
 that block that holds most of them as its quote: text of the chunk, verbatim. Without the name or
 number, a common word such as "born" would do, and any biography in the context holds it: a
 "Robert Young was born on 6 April 1849" citing another man's paragraph (which holds the date) was
-completed with an unrelated one holding "born", and the 1.5B judge accepted the pair. The sentence is then verified against all
-its citations like any other (numbers, negation, similarity, the judge): a completed citation can
-only give the judge the evidence the sentence draws on, never a verdict.
+completed with an unrelated one holding "born", and the 1.5B judge accepted the pair. The sentence
+is then verified against all its citations like any other (numbers, negation, similarity, the
+judge): a completed citation can only give the judge the evidence the sentence draws on, never a
+verdict.
 """
 
 from __future__ import annotations
@@ -38,11 +39,11 @@ def _quote_for(words: set[str], block: ContextBlock) -> str:
     return best
 
 
-def _names_and_numbers(sentence: str) -> set[str]:
-    """The content words of the names a sentence mentions (as for a question: capitalised runs,
-    quoted titles, Chinese proper nouns) and its words that hold a digit."""
-    words = content_words(" ".join(question_entities(sentence)))
-    return words | {w for w in content_words(sentence) if any(ch.isdigit() for ch in w)}
+def _names_and_numbers(sentence: str, words: set[str]) -> set[str]:
+    """Of the sentence's content `words`, the ones with a digit, and the content words of the names it
+    mentions (as for a question: capitalised runs, quoted titles, Chinese proper nouns)."""
+    names = content_words(" ".join(question_entities(sentence)))
+    return names | {w for w in words if any(ch.isdigit() for ch in w)}
 
 
 def complete_citations(answer: str, blocks: list[ContextBlock], question: str) -> tuple[str, dict[str, str], int]:
@@ -60,10 +61,11 @@ def complete_citations(answer: str, blocks: list[ContextBlock], question: str) -
         sentence = answer[start:end]
         cited = [k for k, _, _ in markers_in(sentence) if k in by_id]
         claim = strip_markers(sentence)
-        new = content_words(claim) - asked
+        words = content_words(claim)
+        new = words - asked
         for k in cited:
             new -= block_words[k]
-        named = bool(new & _names_and_numbers(claim)) if cited and new else False
+        named = bool(new & _names_and_numbers(claim, words)) if cited and new else False
         holder = next((k for k in by_id if k not in cited and new <= block_words[k]), None) if named else None
         if holder is not None:
             marker_end = [m.end() for m in MARKER_RE.finditer(sentence)][-1]

@@ -24,7 +24,7 @@ from pydantic import BaseModel, field_validator
 
 from cograg.config import AnswerConfig
 from cograg.control.models import Mode, Route, RouteDecision, RouteScores, Sufficiency
-from cograg.control.plan_templates import template_plan
+from cograg.control.plan_templates import TemplatePlan, template_plan
 # the rule table (`routing_rules`) and the rule-only signals (`route_signals`) have their own
 # modules; every name they took from here is still importable from here
 from cograg.control.route_signals import (
@@ -189,21 +189,28 @@ class Router:
         self.search = search
         self.floors = floors or AnswerConfig()
 
-    def _comparison_in_one_search(self, question: str, rules: RoutingRules, reasons: list[str]) -> Sufficiency | None:
-        """The preflight of a two-entity comparison: its sufficiency when one search of the question
-        clears the refusal floor and both compared entities appear in the passages R1 would answer
-        from (then R1 answers it), else None (R3 plans one look-up per entity)."""
-        if not rules.comparison_one_search or self.search is None:
-            return None
-        plan = template_plan(question)
-        if plan is None or plan.name != "comparison" or len(plan.entities) != 2:
-            return None
+    def _one_search(self, search: Callable[[str], SearchResult], question: str, rules: RoutingRules,
+                    reasons: list[str], shape: str) -> tuple[SearchResult, Sufficiency] | None:
+        """One search of a multi-hop question of `shape` and its preflight, or None when the search
+        fails (the injected search may be anything; R3 searches per look-up anyway)."""
         try:
-            result = self.search(question)
-        except Exception as exc:  # the injected search may be anything; R3 searches per entity anyway
-            reasons.append(f"comparison preflight failed ({type(exc).__name__}) -> R3")
+            result = search(question)
+        except Exception as exc:
+            reasons.append(f"{shape} preflight failed ({type(exc).__name__}) -> R3")
             return None
-        suff = preflight(result, question, rules, self.floors)
+        return result, preflight(result, question, rules, self.floors)
+
+    def _comparison_in_one_search(self, question: str, plan: TemplatePlan, rules: RoutingRules,
+                                  reasons: list[str]) -> Sufficiency | None:
+        """The preflight of a two-entity comparison (`plan`, the comparison template): its sufficiency
+        when one search of the question clears the refusal floor and both compared entities appear in
+        the passages R1 would answer from (then R1 answers it), else None (R3 plans one look-up per entity)."""
+        if not rules.comparison_one_search or self.search is None or len(plan.entities) != 2:
+            return None
+        searched = self._one_search(self.search, question, rules, reasons, "comparison")
+        if searched is None:
+            return None
+        result, suff = searched
         hits = self.floors.retrieve_hits
         seen = normalise_for_match(" ".join(h.text for h in result.hits[:hits]))
         missing = [e for e in plan.entities if normalise_for_match(e) not in seen]
@@ -228,18 +235,13 @@ class Router:
         fired = set(analysis.fired)
         if "complexity.bridge" not in fired or fired & _OTHER_MULTI_HOP_SHAPES:
             return None
-        plan = template_plan(question)
-        if plan is not None and plan.name == "comparison":
-            return None
         if not self.floors.follow_up_hop:
             reasons.append("bridge: R1's follow-up hop is off -> R3")
             return None
-        try:
-            result = self.search(question)
-        except Exception as exc:  # the injected search may be anything; R3 searches per look-up anyway
-            reasons.append(f"bridge preflight failed ({type(exc).__name__}) -> R3")
+        searched = self._one_search(self.search, question, rules, reasons, "bridge")
+        if searched is None:
             return None
-        suff = preflight(result, question, rules, self.floors)
+        suff = searched[1]
         if not suff.above_floor:
             reasons.append(f"bridge: one search is not enough (best score {suff.top_score} under the "
                            "refusal floor) -> R3")
@@ -302,9 +304,11 @@ class Router:
             reasons.append("ambiguity left to the conversation context")
         if scores.complexity >= th.multi_hop_complexity:
             reasons.append(f"MULTI_HOP: complexity {scores.complexity:.2f} >= {th.multi_hop_complexity}")
-            one_search = self._comparison_in_one_search(question, rules, reasons)
-            if one_search is None:
-                one_search = self._bridge_in_one_search(question, analysis, rules, reasons)
+            plan = template_plan(question)
+            # a two-entity comparison is judged as one; any other question may be a bridge
+            one_search = (self._comparison_in_one_search(question, plan, rules, reasons)
+                          if plan is not None and plan.name == "comparison"
+                          else self._bridge_in_one_search(question, analysis, rules, reasons))
             if one_search is not None:
                 return decide("MULTI_HOP", "R1_ONE_SHOT_RETRIEVE", sufficiency=one_search)
             return decide("MULTI_HOP", "R3_DAG_PLAN")
