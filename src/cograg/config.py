@@ -168,7 +168,9 @@ class ModelsConfig(_Section):
 
     llm: str = Field("default", description="default | fast | gguf:PATH | openai:URL[#model]")
     embedder: str = Field("e5-small", description="e5-small | minilm | st:DIR | openai:URL[#model] | none")
-    model_cache: Path | None = Field(None, description="where GGUF files are assembled and their prompt-prefix states kept; default $COGRAG_MODEL_CACHE, else ~/.cache/cograg/models (one copy for every store)")
+    model_cache: Path | None = Field(None, description="where GGUF files are assembled and their prompt-prefix "
+                                     "states kept; default $COGRAG_MODEL_CACHE, else ~/.cache/cograg/models "
+                                     "(one copy for every store)")
 
 
 class MemoryConfig(_Section):
@@ -281,6 +283,7 @@ class _Env(EnvSettingsSource):
         if field_name == "memory" and isinstance(value, str) and not value.lstrip().startswith("{"):
             return {"backend": value}
         return super().decode_complex_value(field_name, field, value)
+
 
 def default_model_cache() -> Path:
     """Where assembled GGUF files (and converted embedder graphs) are kept when no `model_cache` is

