@@ -230,6 +230,29 @@ def test_keyboard_interrupt_is_one_line(cli, store_dir: Path, folder: Path, monk
     assert_one_line_error(res.exit_code, res.stdout, res.stderr, contains="interrupted")
 
 
+def test_main_passes_exits_through_and_turns_abort_into_one_line(monkeypatch, capsys) -> None:
+    """`main()` once crashed with AttributeError on any SystemExit from a command (rich raises one
+    when stdout is a closed pipe, as in `cograg ask … | head -3`): click's Abort is not where it
+    looked for it."""
+    import typer.exceptions
+
+    import cograg.cli as cli_module
+
+    def closed_pipe(**kwargs):
+        raise SystemExit(1)
+    monkeypatch.setattr(cli_module, "app", closed_pipe)
+    with pytest.raises(SystemExit) as exited:
+        cli_module.main()
+    assert exited.value.code == 1
+
+    def aborted(**kwargs):
+        raise typer.exceptions.Abort()
+    monkeypatch.setattr(cli_module, "app", aborted)
+    with pytest.raises(SystemExit) as exited:
+        cli_module.main()
+    assert exited.value.code == 130 and "aborted" in capsys.readouterr().err
+
+
 # --------------------------------------------------------------------------- subprocess
 
 def test_subprocess_ingest_json(cograg_cmd, cograg_env, store_dir: Path, folder: Path) -> None:

@@ -339,18 +339,19 @@ from cograg import cli_models  # noqa: E402,F401  (registers its commands)
 
 def main() -> None:
     """Console entry point: like `app()`, but usage errors are one `error:` line too."""
-    try:  # typer (pinned) vendors click; fall back to click for other versions
-        from typer._click import exceptions as click_exc
+    try:  # typer (pinned) vendors click, with Abort in its own module; fall back to click
+        from typer._click.exceptions import UsageError
+        from typer.exceptions import Abort
     except ImportError:  # pragma: no cover
-        from click import exceptions as click_exc
+        from click.exceptions import Abort, UsageError
 
     try:
         code = app(standalone_mode=False)
-    except click_exc.UsageError as exc:
+    except UsageError as exc:
         cmd = exc.ctx.command_path if exc.ctx else "cograg"
         err.print(f"[bold red]error:[/] {exc.format_message()} (see `{cmd} --help`)", highlight=False, soft_wrap=True)
         sys.exit(2)
-    except click_exc.Abort:
+    except Abort:
         err.print(f"[bold red]error:[/] {message('error.aborted')}", highlight=False)
         sys.exit(130)
     sys.exit(code if isinstance(code, int) else 0)
