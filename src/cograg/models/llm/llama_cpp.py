@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import ctypes
 import functools
 import json
+import logging
 import os
 import threading
 import time
@@ -51,7 +53,48 @@ def _import_llama_cpp() -> Any:
             f"llama-cpp-python is not usable ({exc}); install it with `make setup` "
             "(or `bash scripts/install_llm.sh .venv`)"
         ) from exc
+    _keep_standard_streams(llama_cpp)
     return llama_cpp
+
+
+_log = logging.getLogger(__name__)
+_GGML_LOG_LEVEL_ERROR = 4  # ggml.h (llama-cpp-python's own callback still maps 3, now WARN, to ERROR)
+_LOG_CALLBACK: Any = None
+
+
+class _StreamsUntouched:
+    """Stands in for llama-cpp-python's `suppress_stdout_stderr`."""
+
+    def __init__(self, disable: bool = True) -> None:
+        pass
+
+    def __enter__(self) -> _StreamsUntouched:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _keep_standard_streams(llama_cpp: Any) -> None:
+    """With `verbose=False` llama-cpp-python points file descriptors 1 and 2 at /dev/null while a
+    model loads. That is process-wide: when the model loads in the background (the engine starts
+    it at the start of a turn, the HTTP service on its first request) everything the other
+    threads print meanwhile is lost, a greeting's whole answer included. llama.cpp's own messages
+    go through its log callback, which already drops everything below ERROR when not verbose, so
+    the redirection is not needed to keep the terminal quiet."""
+    global _LOG_CALLBACK
+    if _LOG_CALLBACK is not None:
+        return
+    for module in (llama_cpp.llama, llama_cpp._internals, llama_cpp.llama_chat_format):
+        module.suppress_stdout_stderr = _StreamsUntouched
+
+    @llama_cpp.llama_log_callback
+    def errors_only(level: int, text: bytes, user_data: Any) -> None:
+        if level == _GGML_LOG_LEVEL_ERROR:
+            _log.error("llama.cpp: %s", text.decode("utf-8", "replace").rstrip())
+
+    _LOG_CALLBACK = errors_only  # referenced here, or ctypes frees the callback llama.cpp calls
+    llama_cpp.llama_log_set(errors_only, ctypes.c_void_p(0))
 
 
 class _Deadline:
