@@ -620,6 +620,16 @@ def test_ensure_model_assembles_and_verifies(tmp_path, tiny_parts):
     assert sorted(p.name for p in cache.iterdir()) == ["tiny.gguf", "tiny.gguf.sha256"]
 
 
+def test_ensure_model_removes_half_written_copies_of_a_dead_process(tmp_path, tiny_parts):
+    _, whole, _ = tiny_parts
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / ".tiny.gguf.abc123.tmp").write_bytes(whole[:100])  # a process killed while assembling
+    (cache / "other.tmp").write_bytes(b"not ours")
+    assert ensure_model("tiny", cache).read_bytes() == whole
+    assert sorted(p.name for p in cache.iterdir()) == ["other.tmp", "tiny.gguf", "tiny.gguf.sha256"]
+
+
 def test_ensure_model_reuses_cache_without_rehashing(tmp_path, tiny_parts, monkeypatch):
     cache = tmp_path / "cache"
     path = ensure_model("tiny", cache)

@@ -221,6 +221,15 @@ def _lock(directory: Path) -> Iterator[None]:
         os.close(fd)
 
 
+def _remove_stale_parts(target: Path) -> None:
+    """Delete half-written copies of `target` left by a process that died while assembling it
+    (killed, or a background load cut off at exit). Called under `_lock`, so no living process
+    is writing one."""
+    for stale in target.parent.glob(f".{target.name}.*.tmp"):
+        with contextlib.suppress(OSError):
+            stale.unlink()
+
+
 def _assemble(profile: ModelProfile, target: Path) -> None:
     parts = part_files(profile)
     fd, tmp_name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
@@ -273,6 +282,7 @@ def ensure_model(profile: str, cache_dir: str | os.PathLike[str]) -> Path:
                 target.unlink()  # never keep (or use) a file with the wrong hash
                 with contextlib.suppress(OSError):
                     _sidecar(target).unlink()
+            _remove_stale_parts(target)
             _assemble(prof, target)
     except OSError as exc:
         raise ModelError(f"cannot prepare the {prof.description} model in {cache}: {exc}") from exc
