@@ -93,6 +93,25 @@ def test_default_model_chinese_question(demo_engine: Engine):
     assert "1978" in "".join(verified_sentences(resp, "茶叶研究所.md")), resp.answer
 
 
+@pytest.mark.timeout(300)
+def test_cli_prints_while_the_model_loads_in_the_background(demo_engine: Engine):
+    """`cograg ask` starts loading the LLM at the start of the turn; a greeting is answered before
+    that load ends. llama-cpp-python used to point file descriptors 1 and 2 at /dev/null while it
+    loads, so the greeting's answer vanished and the command printed nothing at all."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COGRAG_")}
+    env["COGRAG_MODEL_CACHE"] = str(MODEL_CACHE)
+    done = subprocess.run([sys.executable, "-m", "cograg.cli", "ask", "Hello!", "--store",
+                           str(demo_engine.settings.store)], env=env, capture_output=True, text=True,
+                          timeout=240)
+    assert done.returncode == 0, done.stderr
+    assert "I answer questions from your documents" in done.stdout and "FAST_PATH" in done.stdout
+    assert "Traceback" not in done.stderr and "control-looking token" not in done.stderr
+
+
 @pytest.mark.timeout(1800)
 def test_injection_regression_set_real_model(tmp_path: Path):
     """All 27 poisoned documents in one store; one question per attack kind asked of the fast model

@@ -33,6 +33,8 @@ class Lazy(Generic[T]):
         self._build: Callable[[], T] | None = build
         self._value: T | None = None
         self._lock = threading.Lock()
+        self._prefetching = False
+        self._prefetch_lock = threading.Lock()  # not `_lock`: that one is held for the whole build
 
     @classmethod
     def of(cls, value: T) -> Lazy[T]:
@@ -51,6 +53,26 @@ class Lazy(Generic[T]):
                     self._value = self._build()
                     self._build = None
         return self._value  # type: ignore[return-value]
+
+    def prefetch(self) -> None:
+        """Start building in a background thread; a no-op once built or started. `get()` waits
+        for that build. Made for the LLM: llama.cpp reads and repacks its weights outside the
+        GIL, so they load while the turn embeds its query and routes, instead of after.
+        A build that fails in the background is not kept: the next `get()` builds again and
+        raises its error to the caller."""
+        with self._prefetch_lock:
+            if self._build is None or self._prefetching:
+                return
+            self._prefetching = True
+        threading.Thread(target=self._build_quietly, name="cograg-prefetch", daemon=True).start()
+
+    def _build_quietly(self) -> None:
+        try:
+            self.get()
+        except Exception:  # noqa: BLE001 - get() in the caller's thread raises it again
+            pass
+        finally:
+            self._prefetching = False
 
 
 class DeferredQueryEmbedder:

@@ -160,6 +160,8 @@ class Engine:
             opts = opts.model_copy(update={"answer": config})
         if mode is not None:
             opts = opts.model_copy(update={"force_mode": _mode_name(mode)})
+        # nearly every turn calls the LLM: its weights load while the query is embedded and routed
+        self.components.llm.prefetch()
         scope = dict(search_options or {})
         if doc_ids is not None:
             scope["doc_ids"] = list(doc_ids)
