@@ -184,3 +184,25 @@ def test_a_negated_claim_whose_fact_the_text_states_positively_is_still_contradi
     assert check.verdict == "CONTRADICTED" and check.method == "negation" and judge.calls == []
     zh = Verifier(judge).check("银雾不是1978年育成的[1]。", {"1": "银雾于1978年育成，至今仍是本地种植面积最大的品种。"})
     assert zh.verdict == "CONTRADICTED" and judge.calls == []
+
+
+def test_a_negation_elsewhere_in_the_cited_sentence_does_not_contradict_a_plain_claim():
+    """Seen on cmrc2018: "阴庙[1]" was refused as CONTRADICTED because its sentence ends with
+    "而不扰乱人世". Only a clause that negates the claim's own words contradicts it."""
+    judge = RecordingJudge()
+    zh = Verifier(judge).check("这种庙宇被称为阴庙[1]。", {"1": "华人常常为发生意外而过世的人立庙，称为阴庙，希望这些人枉死之后，"
+                                                       "得到香火供养而不扰乱人世。"})
+    assert zh.method == "recording" and len(judge.calls) == 1
+    very = Verifier(judge).check("银雾茶非常耐寒[1]。", {"1": "银雾是一个非常耐寒的茶树品种。"})  # 非常 negates nothing
+    assert very.method != "negation" and very.kept
+    # a negation character inside a word (a title here) negates nothing
+    name = Verifier(judge).check("光荣和ω-force[1]", {"1": "《战国无双3》是由光荣和ω-force开发的战国无双系列的正统第三续作。"})
+    assert name.method != "negation"
+    en = Verifier(judge).check("The bridge was finished in 1811 [1].",
+                               {"1": "The bridge was finished in 1811, not without delays from the floods."})
+    assert en.method != "negation"
+    # the clause that holds the claim's words negates them: still contradicted without the judge
+    calls = len(judge.calls)
+    flipped = Verifier(judge).check("Trams run on Christmas Day [1].",
+                                    {"1": "Buses run every hour, but trams do not run on Christmas Day."})
+    assert flipped.verdict == "CONTRADICTED" and flipped.method == "negation" and len(judge.calls) == calls

@@ -68,6 +68,40 @@ def _states_the_opposite(claim: str, closest: str) -> bool:
     return bool(words) and words <= content_words(_NEGATION_ZH.sub("", closest))
 
 
+_CLAUSE_BREAK = re.compile(r"[,，;；:：、]")
+
+
+def _negates_the_claim(claim: str, closest: str) -> bool:
+    """Whether the cited sentence negates the claim's own fact: one of its clauses holds every
+    content word of the claim and a negation word ("Trams do not run on Christmas Day" against
+    "Trams run on Christmas Day"). A negation elsewhere in the sentence says nothing about the
+    claim: "称为阴庙，……而不扰乱人世" does not deny "阴庙", and 非常 or 未来 hold a negation
+    character without negating anything."""
+    words = content_words(claim)
+    if not words:
+        return False
+    for clause in _CLAUSE_BREAK.split(closest):
+        if _clause_negated(clause) and words <= content_words(_NEGATION_ZH.sub("", _NEGATION_EN.sub(" ", clause))):
+            return True
+    return False
+
+
+# Chinese negation as words, not characters: jieba keeps 非常 ("very"), 无双 (a name), 未来
+# ("future") and 不过 ("however") whole, and splits 不 / 没有 / 尚未 off the verb they negate.
+_NEGATION_WORDS_ZH = frozenset("不 没 没有 未 无 非 别 否 不是 并非 未曾 从未 尚未 无法 不能 不会 不得 不可 没能 "
+                               "绝不 决不 并不 毫无 不再 未能 从不 无从".split())
+
+
+def _clause_negated(clause: str) -> bool:
+    if _NEGATION_EN.search(clause):
+        return True
+    if not re.search(f"[{CJK_RANGE}]", clause):
+        return False
+    import jieba
+
+    return any(w in _NEGATION_WORDS_ZH for w in jieba.lcut(clause))
+
+
 _CJK = re.compile(r"[\u3000-\u30ff\u3400-\u9fff\uf900-\ufaff\uff00-\uffef]")
 
 
@@ -162,9 +196,11 @@ class Verifier:
         # A negated claim over text that negates nothing is a contradiction only when the text
         # states the same fact positively; otherwise it may be a "no" answer drawn from facts
         # stated positively ("X and Y are not both American" from "Y was a Hungarian director"),
-        # which the judge decides.
+        # which the judge decides. Likewise a plain claim is contradicted only where the text
+        # negates that fact itself, not wherever the closest sentence holds a negation word.
         if (_negated(claim) != _negated(closest) and _negated(claim) != _negated(evidence)
-                and (not _negated(claim) or _states_the_opposite(claim, closest))):
+                and (_states_the_opposite(claim, closest) if _negated(claim)
+                     else _negates_the_claim(claim, closest))):
             return ClaimCheck(sentence=sentence, citation_ids=known, verdict="CONTRADICTED", method="negation",
                               reason="negation differs from the cited text", kept=False)
         if any(is_verbatim(claim, evidence_by_id[i]) for i in known) and (
