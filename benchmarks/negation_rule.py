@@ -22,21 +22,21 @@ from collections import Counter
 from pathlib import Path
 
 from cograg.answer.contract import best_sentence
-from cograg.answer.verifier import _negated, _negates_the_claim, _states_the_opposite
+from cograg.answer.verifier import _negated, _states_the_opposite, negation_contradicts
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 def fires(claim: str, evidence: str, *, clause_rule: bool) -> bool:
-    """The verifier's negation condition (`Verifier._precheck`); `clause_rule=False` is the one
-    before this change: a plain claim was contradicted whenever its closest sentence (and the
+    """The verifier's negation check (`negation_contradicts`); `clause_rule=False` is the check
+    before the clause rule: a plain claim was contradicted whenever its closest sentence (and the
     cited text) held a negation word anywhere."""
+    if clause_rule:
+        return negation_contradicts(claim, evidence)
     closest = best_sentence(claim, evidence)
     if _negated(claim) == _negated(closest) or _negated(claim) == _negated(evidence):
         return False
-    if _negated(claim):
-        return _states_the_opposite(claim, closest)
-    return _negates_the_claim(claim, closest) if clause_rule else True
+    return _states_the_opposite(claim, closest) if _negated(claim) else True
 
 
 def cmrc_pairs(data: Path) -> list[tuple[str, str]]:

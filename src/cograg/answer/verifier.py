@@ -64,8 +64,12 @@ def _states_the_opposite(claim: str, closest: str) -> bool:
     """Whether the cited sentence states the claim's own fact with the negation flipped: every
     content word of the claim, negation words aside, occurs in it ("Trams do not run on Christmas
     Day" against "Trams run on Christmas Day")."""
-    words = content_words(_NEGATION_ZH.sub("", _NEGATION_EN.sub(" ", claim)))
+    words = content_words(_without_negation(claim))
     return bool(words) and words <= content_words(_NEGATION_ZH.sub("", closest))
+
+
+def _without_negation(text: str) -> str:
+    return _NEGATION_ZH.sub("", _NEGATION_EN.sub(" ", text))
 
 
 _CLAUSE_BREAK = re.compile(r"[,，;；:：、]")
@@ -81,7 +85,7 @@ def _negates_the_claim(claim: str, closest: str) -> bool:
     if not words:
         return False
     for clause in _CLAUSE_BREAK.split(closest):
-        if _clause_negated(clause) and words <= content_words(_NEGATION_ZH.sub("", _NEGATION_EN.sub(" ", clause))):
+        if _clause_negated(clause) and words <= content_words(_without_negation(clause)):
             return True
     return False
 
@@ -100,6 +104,21 @@ def _clause_negated(clause: str) -> bool:
     import jieba
 
     return any(w in _NEGATION_WORDS_ZH for w in jieba.lcut(clause))
+
+
+def negation_contradicts(claim: str, evidence: str) -> bool:
+    """The verifier's negation check: the cited text states the claim's own fact with the
+    negation flipped, so the claim is CONTRADICTED without asking the judge.
+
+    A negated claim over text that negates nothing is a contradiction only when the text states
+    the same fact positively; otherwise it may be a "no" answer drawn from facts stated
+    positively ("X and Y are not both American" from "Y was a Hungarian director"), which the
+    judge decides. Likewise a plain claim is contradicted only where the text negates that fact
+    itself, not wherever the closest sentence holds a negation word."""
+    closest = best_sentence(claim, evidence)
+    if _negated(claim) == _negated(closest) or _negated(claim) == _negated(evidence):
+        return False
+    return _states_the_opposite(claim, closest) if _negated(claim) else _negates_the_claim(claim, closest)
 
 
 _CJK = re.compile(r"[\u3000-\u30ff\u3400-\u9fff\uf900-\ufaff\uff00-\uffef]")
@@ -192,15 +211,7 @@ class Verifier:
         if missing:
             return ClaimCheck(sentence=sentence, citation_ids=known, verdict="UNRELATED", method="numbers",
                               reason=f"numbers not in the cited text: {', '.join(sorted(missing))}", kept=False)
-        closest = best_sentence(claim, evidence)
-        # A negated claim over text that negates nothing is a contradiction only when the text
-        # states the same fact positively; otherwise it may be a "no" answer drawn from facts
-        # stated positively ("X and Y are not both American" from "Y was a Hungarian director"),
-        # which the judge decides. Likewise a plain claim is contradicted only where the text
-        # negates that fact itself, not wherever the closest sentence holds a negation word.
-        if (_negated(claim) != _negated(closest) and _negated(claim) != _negated(evidence)
-                and (_states_the_opposite(claim, closest) if _negated(claim)
-                     else _negates_the_claim(claim, closest))):
+        if negation_contradicts(claim, evidence):
             return ClaimCheck(sentence=sentence, citation_ids=known, verdict="CONTRADICTED", method="negation",
                               reason="negation differs from the cited text", kept=False)
         if any(is_verbatim(claim, evidence_by_id[i]) for i in known) and (
