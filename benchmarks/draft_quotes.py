@@ -20,19 +20,24 @@ from typing import Any
 def log_drafts(path: str) -> None:
     """Wrap the validation the answerer calls so that each draft is appended to `path`."""
     import cograg.answer.answerer as answerer
-    from cograg.answer.contract import find_quote
+    from cograg.answer.contract import find_quote, locate_quote
 
     validate = answerer.validate_draft
 
     def logged(draft: Any, blocks: list[Any], **options: Any) -> Any:
         out = validate(draft, blocks, **options)
+        question = options.get("question") or ""
         cits = []
         for c in draft.citations:
             holders = [str(b.citation_id) for b in blocks
                        if c.quote and any(find_quote(c.quote, t) for t in [b.text, *b.chunk_texts])]
-            cits.append({"id": str(c.id), "quote": c.quote[:200], "in_own": str(c.id) in holders, "found_in": holders})
+            own = next((b for b in blocks if str(b.citation_id) == str(c.id)), None)
+            # how the quote would be placed in the block the model numbered, and what it becomes
+            _, placed, outcome, similarity = locate_quote(c.quote, "", own) if own and c.quote else (0, "", "", None)
+            cits.append({"id": str(c.id), "quote": c.quote[:200], "in_own": str(c.id) in holders, "found_in": holders,
+                         "outcome": outcome, "similarity": similarity, "placed": placed[:200]})
         with open(path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps({"answer": draft.answer, "validated": out.answer,
+            fh.write(json.dumps({"question": question, "answer": draft.answer, "validated": out.answer,
                                  "issues": out.issues.model_dump(exclude_defaults=True),
                                  "cits": cits, "blocks": [(str(b.citation_id), b.title) for b in blocks]},
                                 ensure_ascii=False) + "\n")

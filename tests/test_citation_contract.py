@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from cograg.answer.answerer import AnswerConfig
-from cograg.answer.contract import (QUOTE_REPAIR_MIN_SIMILARITY, DraftAnswer, DraftCitation, best_matching_span,
-                                    validate_draft)
+from cograg.answer.contract import (QUOTE_CONTAINED_MIN_COVERAGE, QUOTE_REPAIR_MIN_SIMILARITY, DraftAnswer,
+                                    DraftCitation, best_matching_span, contained_span, validate_draft)
 from cograg.answer.verifier import Verifier
 from cograg.models.judge import LexicalJudge
 from cograg.retrieval.packing import ContextBlock
@@ -154,6 +154,41 @@ def test_a_quote_that_matches_nothing_in_its_chunk_drops_the_citation() -> None:
     assert v.issues.dropped_citations == 1 and v.issues.unmatched_quotes == 1 and v.quote_repairs == []
     assert [(c.id, c.doc_id, c.quote) for c in v.citations] == [("1", "d2", "opened in 1870")]
     assert v.answer == "The bridge has seven arches. The Rhine Bridge opened in 1870 [1]."
+
+
+SERGIYEV = "谢尔吉耶夫镇（俄语：Сергиев Посад），是俄罗斯莫斯科州的一个城市，位于莫斯科东北偏北71公里。人口约11万。"
+
+
+def test_a_quote_that_holds_a_source_sentence_with_more_around_it_is_repaired_to_that_sentence() -> None:
+    # seen on cmrc2018: the model put the subject in front of the block's own sentence
+    given = "谢尔吉耶夫镇位于莫斯科东北偏北71公里。"
+    v = validate_draft(draft("谢尔吉耶夫镇位于俄罗斯莫斯科州东北部[1]。", (1, given)), [block(1, SERGIYEV)])
+    assert [c.quote for c in v.citations] == ["位于莫斯科东北偏北71公里。"]
+    assert v.issues.repaired_quotes == 1 and v.issues.dropped_citations == 0
+    (repair,) = v.quote_repairs
+    assert repair.kind == "contained" and repair.quote == given
+    assert QUOTE_CONTAINED_MIN_COVERAGE <= repair.similarity < 1.0
+
+
+def test_a_quote_sharing_only_a_name_or_a_minor_part_with_the_chunk_is_no_citation() -> None:
+    # only the name is source text: the rest of the "quote" is the model's own
+    v = validate_draft(draft("Jeffrey Smart painted urban landscapes [1].",
+                             (1, "Jeffrey Smart, {'1': ', '2': ', '3': ', '4': ")),
+                       [block(1, "Jeffrey Smart, AO (26 July 1921 – 20 June 2013) was an Australian painter.")])
+    assert v.citations == [] and v.issues.unmatched_quotes == 1 and v.quote_repairs == []
+    # source words, but less than the share the rule asks of the quote
+    span, coverage = contained_span("The Linden Bridge was rebuilt in stone after the great flood of 1850.", LINDEN)
+    assert span == "The Linden Bridge was" and coverage < QUOTE_CONTAINED_MIN_COVERAGE
+    v = validate_draft(draft("The Linden Bridge was rebuilt [1].",
+                             (1, "The Linden Bridge was rebuilt in stone after the great flood of 1850.")), BLOCKS)
+    assert v.citations == [] and v.issues.unmatched_quotes == 1
+
+
+def test_contained_span_is_verbatim_whole_words_and_trimmed() -> None:
+    text = "Elwyn Brooks White (July 11, 1899 – October 1, 1985) was an American writer. He wrote books."
+    span, coverage = contained_span("E. B. White was an American writer.", text)
+    assert span == "was an American writer." and span in text and 0.6 < coverage < 0.7
+    assert contained_span("short", text) is None  # no shared run of MIN_CONTAINED_CHARS
 
 
 def test_an_exact_quote_is_delivered_as_given() -> None:

@@ -2,33 +2,29 @@
 
 The model proposes `{answer, citations:[{id, quote}], fallback}`; this module decides what of it
 survives: ids must name a context block retrieved this turn, markers and citations must match
-one-to-one, and every delivered quote is an exact substring of the cited chunk. A quote the model
-got slightly wrong is repaired to the chunk's own text it matches (at least
-QUOTE_REPAIR_MIN_SIMILARITY alike, recorded and counted); a quote that matches nothing in its chunk
-makes the citation invalid, and it is dropped with its markers.
+one-to-one, and every delivered quote is an exact substring of the cited chunk. Where a quote sits
+in its chunk, and how a quote the model got wrong is repaired, is `cograg.answer.quotes`; a quote
+that matches nothing in its chunk makes the citation invalid, and it is dropped with its markers.
 """
 
 from __future__ import annotations
 
 import re
-import unicodedata
 
 from pydantic import BaseModel, Field, field_validator
-from rapidfuzz import fuzz
 
 from cograg.answer.completion import complete_citations
 
 # the marker helpers are re-exported: callers import them from here as well
 from cograg.answer.markers import (MARKER_RE, answer_sentences, drop_markers, marker_ids, markers_in,  # noqa: F401
                                    quote_text, renumber_markers, sentence_around, strip_markers, tidy_spacing)
+from cograg.answer.quotes import (_CJK_CHAR, QUOTE_CONTAINED_MIN_COVERAGE, QUOTE_REPAIR_MIN_SIMILARITY,  # noqa: F401
+                                  Outcome, QuoteRepair, best_matching_span, best_sentence, chunk_sentences, contained_span,
+                                  find_quote, locate_quote)
 from cograg.index.analyzer import analyze
 from cograg.retrieval.packing import ContextBlock
-from cograg.text import is_verbatim, ngram_overlap, normalise_for_match, numbers_in, split_sentences
+from cograg.text import is_verbatim, normalise_for_match, numbers_in, split_sentences
 
-QUOTE_FUZZ_TOLERANCE = 0.10  # a quote may differ from the chunk text by at most 10 % of its characters
-# a quote that is not in its chunk is repaired only to chunk text at least this alike (Indel
-# similarity after normalisation: case, width, spacing and markdown emphasis do not count)
-QUOTE_REPAIR_MIN_SIMILARITY = 1 - QUOTE_FUZZ_TOLERANCE
 # a quote this short ("1998年") may occur in many blocks: it does not say which one the model meant
 MIN_MOVED_QUOTE_CHARS = 8
 
@@ -107,45 +103,6 @@ class ContractIssues(BaseModel):
                                      "the context)")
 
 
-class QuoteRepair(BaseModel):
-    """A model's quote that was not in its chunk, and the chunk's own text put in its place."""
-
-    citation: str = Field(description="the block number the model cited")
-    chunk_id: str
-    quote: str = Field(description="what the model quoted")
-    repaired: str = Field(description="the chunk's text that best matches it, verbatim")
-    similarity: float
-
-
-def find_quote(quote: str, text: str) -> tuple[int, int] | None:
-    """Span of `quote` in `text`: exact after normalisation, else the best window within the fuzz
-    tolerance. Returns offsets in the *normalised* text, or None."""
-    q, t = normalise_for_match(quote), normalise_for_match(text)
-    if len(q) < 4:
-        return None
-    i = t.find(q)
-    if i != -1:
-        return i, i + len(q)
-    cutoff = (1 - QUOTE_FUZZ_TOLERANCE) * 100
-    if len(q) > len(t):  # longer than the whole text: the two compared as they are
-        return (0, len(t)) if fuzz.ratio(q, t, score_cutoff=cutoff) else None
-    # the window of `t` closest to the quote (Indel similarity over every window of its length)
-    found = fuzz.partial_ratio_alignment(q, t, score_cutoff=cutoff)
-    return None if found is None else (found.dest_start, found.dest_end)
-
-
-def chunk_sentences(text: str) -> list[str]:
-    """The clauses of a chunk that can stand as a quote (split at semicolons too, 4+ characters)."""
-    return [s for s in split_sentences(text, semicolons=True) if len(s) >= 4]
-
-
-def best_sentence(claim: str, text: str) -> str:
-    """The sentence of `text` sharing the most characters (bigrams) with `claim`: a deterministic
-    stand-in quote when the model's quote does not occur in the chunk."""
-    sentences = chunk_sentences(text) or [text.strip()]
-    return max(sentences, key=lambda s: (ngram_overlap(claim, s), -len(s)))
-
-
 def distinct_sentences(sentences: list[str]) -> list[str]:
     """`sentences` without the ones that repeat an earlier one (citation markers, case, width and
     final punctuation aside): two plan steps that established the same fact must not read twice."""
@@ -158,97 +115,6 @@ def distinct_sentences(sentences: list[str]) -> list[str]:
         seen.add(key)
         out.append(sentence)
     return out
-
-
-_CJK_CHAR = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
-_LINE_BULLET = re.compile(r"(?m)^[ \t]*(?:[-*+•]|\d+[.)])[ \t]+")
-
-
-def _normalised_with_offsets(text: str, *, cjk: bool = False) -> tuple[str, list[int]]:
-    """`normalise_for_match(text)` character by character, with the offset in `text` of every
-    character of the result: a match found in the normalised text maps back to the original.
-    With `cjk`, whitespace and line-start list bullets are dropped too: Chinese text has no word
-    spaces, and a model quoting a Markdown list item copies its words, not its layout."""
-    skip: set[int] = set()
-    if cjk:
-        for m in _LINE_BULLET.finditer(text):
-            skip.update(range(m.start(), m.end()))
-    out: list[str] = []
-    where: list[int] = []
-    for i, ch in enumerate(text):
-        if i in skip:
-            continue
-        if ch.isspace():
-            if cjk:
-                continue
-            if out and out[-1] != " ":
-                out.append(" ")
-                where.append(i)
-            continue
-        for n in unicodedata.normalize("NFKC", ch).casefold():
-            if n in "*_`#>":  # markdown emphasis never counts against a quote
-                continue
-            out.append(" " if n.isspace() else n)
-            where.append(i)
-    while out and out[-1] == " ":
-        out.pop()
-        where.pop()
-    return "".join(out), where
-
-
-def best_matching_span(quote: str, text: str) -> tuple[str, float] | None:
-    """The span of `text`, verbatim, that best matches `quote` (Indel similarity of the normalised
-    texts, 0–1), widened to whole words; None for a quote too short to place."""
-    cjk = bool(_CJK_CHAR.search(quote))
-    q, _ = _normalised_with_offsets(quote, cjk=cjk)
-    t, where = _normalised_with_offsets(text, cjk=cjk)
-    if len(q) < 4 or not t:
-        return None
-    i = t.find(q)
-    if i != -1:
-        start, end, similarity = i, i + len(q), 1.0
-    elif len(q) >= len(t):
-        start, end, similarity = 0, len(t), fuzz.ratio(q, t) / 100
-    else:
-        found = fuzz.partial_ratio_alignment(q, t)
-        if found is None:
-            return None
-        start, end, similarity = found.dest_start, found.dest_end, found.score / 100
-    if end <= start:
-        return None
-    lo, hi = where[start], where[end - 1] + 1
-    while lo > 0 and text[lo - 1].isalnum() and text[lo].isalnum():
-        lo -= 1
-    while hi < len(text) and text[hi - 1].isalnum() and text[hi].isalnum():
-        hi += 1
-    return text[lo:hi].strip(), similarity
-
-
-def locate_quote(quote: str, claim: str, block: ContextBlock) -> tuple[int, str, str, float | None]:
-    """(chunk index, delivered quote, outcome, similarity) for a cited block. Outcome: "exact" (the
-    quote occurs in a chunk as given), "repaired" (it does not, and the chunk text that best
-    matches it is at least QUOTE_REPAIR_MIN_SIMILARITY alike: that text is delivered instead),
-    "unmatched" (nothing matches that well: the citation is invalid, the quote empty) or "missing"
-    (no quote given: the chunk sentence closest to the claim stands as the quote). A delivered
-    quote is always a verbatim substring of that chunk's text. Citation markers the model copied
-    into its quote ("… arches [2].") are not part of the source text and are ignored."""
-    texts = block.chunk_texts or [block.text]
-    quote = quote_text(quote)
-    if quote.strip():
-        for i, t in enumerate(texts):
-            if quote.strip() in t:
-                return i, quote.strip(), "exact", 1.0
-        best: tuple[int, str, float] | None = None
-        for i, t in enumerate(texts):
-            found = best_matching_span(quote, t)
-            if found is not None and (best is None or found[1] > best[2]):
-                best = (i, found[0], found[1])
-        if best is not None and best[2] >= QUOTE_REPAIR_MIN_SIMILARITY and best[1]:
-            return best[0], best[1], "repaired", round(best[2], 3)
-        return (best[0] if best else 0), "", "unmatched", (round(best[2], 3) if best else None)
-    target = claim
-    best_i = max(range(len(texts)), key=lambda i: ngram_overlap(target, best_sentence(target, texts[i])))
-    return best_i, best_sentence(target, texts[best_i]), "missing", None
 
 
 class ValidatedAnswer(BaseModel):
@@ -335,7 +201,7 @@ def validate_draft(draft: DraftAnswer, blocks: list[ContextBlock], question: str
     issues.citations_without_marker = len(issues.unplaced_ids)
 
     # every quote placed in its chunk; a citation whose quote matches nothing there is invalid
-    located: dict[str, tuple[int, str, str, float | None]] = {}
+    located: dict[str, tuple[int, str, Outcome, float | None]] = {}
     repairs: list[QuoteRepair] = []
     for old in used:
         block = by_id[old]
@@ -346,10 +212,11 @@ def validate_draft(draft: DraftAnswer, blocks: list[ContextBlock], question: str
             issues.unmatched_quote_ids.append(old)
             issues.dropped_citations += 1
             continue
-        if outcome == "repaired":
+        if outcome in ("repaired", "contained"):
             issues.repaired_quotes += 1
             repairs.append(QuoteRepair(citation=old, chunk_id=block.chunk_ids[idx], quote=given, repaired=quote,
-                                       similarity=similarity or 0.0))
+                                       similarity=similarity or 0.0,
+                                       kind="contained" if outcome == "contained" else "similar"))
         located[old] = (idx, quote, outcome, similarity)
     kept = [old for old in used if old in located]
 
