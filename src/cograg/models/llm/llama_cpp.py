@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import ctypes
 import functools
 import json
-import logging
 import os
 import threading
 import time
@@ -25,6 +23,7 @@ from pydantic import BaseModel
 from cograg.models import ModelError
 from cograg.models.compute import COMPUTE_LOCK, fixed_threads, threads_for_next_job
 from cograg.models.llm.base import ChatModelBase
+from cograg.models.llm.llama_cpp_library import Deadline, import_llama_cpp
 from cograg.models.llm import grammar_sampling
 from cograg.models.llm.prefix_state import PrefixStateFiles, common_prefix_len
 from cograg.models.llm.role_states import RoleStates
@@ -43,73 +42,6 @@ _CHATML_TEMPLATE = (
 )
 
 
-def _import_llama_cpp() -> Any:
-    try:
-        import llama_cpp
-        import llama_cpp.llama_chat_format  # noqa: F401
-        import llama_cpp.llama_grammar  # noqa: F401
-    except Exception as exc:  # ImportError, or OSError when the shared library cannot load
-        raise ModelError(
-            f"llama-cpp-python is not usable ({exc}); install it with `make setup` "
-            "(or `bash scripts/install_llm.sh .venv`)"
-        ) from exc
-    _keep_standard_streams(llama_cpp)
-    return llama_cpp
-
-
-_log = logging.getLogger(__name__)
-_GGML_LOG_LEVEL_ERROR = 4  # ggml.h (llama-cpp-python's own callback still maps 3, now WARN, to ERROR)
-_LOG_CALLBACK: Any = None
-
-
-class _StreamsUntouched:
-    """Stands in for llama-cpp-python's `suppress_stdout_stderr`."""
-
-    def __init__(self, disable: bool = True) -> None:
-        pass
-
-    def __enter__(self) -> _StreamsUntouched:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-
-def _keep_standard_streams(llama_cpp: Any) -> None:
-    """With `verbose=False` llama-cpp-python points file descriptors 1 and 2 at /dev/null while a
-    model loads. That is process-wide: when the model loads in the background (the engine starts
-    it at the start of a turn, the HTTP service on its first request) everything the other
-    threads print meanwhile is lost, a greeting's whole answer included. llama.cpp's own messages
-    go through its log callback, which already drops everything below ERROR when not verbose, so
-    the redirection is not needed to keep the terminal quiet."""
-    global _LOG_CALLBACK
-    if _LOG_CALLBACK is not None:
-        return
-    for module in (llama_cpp.llama, llama_cpp._internals, llama_cpp.llama_chat_format):
-        module.suppress_stdout_stderr = _StreamsUntouched
-
-    @llama_cpp.llama_log_callback
-    def errors_only(level: int, text: bytes, user_data: Any) -> None:
-        if level == _GGML_LOG_LEVEL_ERROR:
-            _log.error("llama.cpp: %s", text.decode("utf-8", "replace").rstrip())
-
-    _LOG_CALLBACK = errors_only  # referenced here, or ctypes frees the callback llama.cpp calls
-    llama_cpp.llama_log_set(errors_only, ctypes.c_void_p(0))
-
-
-class _Deadline:
-    """A llama.cpp stopping criterion that ends generation once the deadline has passed."""
-
-    def __init__(self, deadline: float | None) -> None:
-        self.deadline = deadline
-        self.hit = False
-
-    def __call__(self, input_ids: Any, logits: Any) -> bool:
-        if self.deadline is not None and time.monotonic() >= self.deadline:
-            self.hit = True
-        return self.hit
-
-
 @dataclass(frozen=True)
 class _Job:
     """One generation under way: when it started, its prompt tokens, the template's stop strings,
@@ -120,7 +52,7 @@ class _Job:
     stop: list[str]
     max_new: int
     criteria: Any
-    deadline: _Deadline
+    deadline: Deadline
 
 
 class LlamaCppLLM(ChatModelBase):
@@ -159,7 +91,7 @@ class LlamaCppLLM(ChatModelBase):
             raise LLMUnavailable(f"model file not found: {path}")
         if not isinstance(n_ctx, int) or n_ctx < 64:
             raise ModelError(f"n_ctx must be an integer >= 64, got {n_ctx!r}")
-        llama_cpp = _import_llama_cpp()
+        llama_cpp = import_llama_cpp()
         self._fixed_threads = n_threads or fixed_threads()
         threads = self._fixed_threads or threads_for_next_job()
         try:
@@ -287,11 +219,11 @@ class LlamaCppLLM(ChatModelBase):
         return {"cached_tokens": max(0, prompt_tokens - int(p.n_p_eval)), "prompt_eval_ms": round(p.t_p_eval_ms, 1),
                 "eval_ms": round(p.t_eval_ms, 1), "threads": self.n_threads}
 
-    def _criteria(self, deadline: float | None) -> tuple[Any, _Deadline]:
+    def _criteria(self, deadline: float | None) -> tuple[Any, Deadline]:
         import llama_cpp
 
         # End-of-generation tokens are handled by llama-cpp-python itself; only the deadline here.
-        dl = _Deadline(deadline)
+        dl = Deadline(deadline)
         return llama_cpp.StoppingCriteriaList([dl]), dl
 
     @contextlib.contextmanager
