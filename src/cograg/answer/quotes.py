@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable
 from difflib import SequenceMatcher
 from typing import Literal
 
@@ -166,6 +167,17 @@ def contained_span(quote: str, text: str) -> tuple[str, float] | None:
     return _whole_words(text, where, start, end), (end - start) / len(q)
 
 
+def _best_in_chunks(span_in: Callable[[str, str], tuple[str, float] | None], quote: str,
+                    texts: list[str]) -> tuple[int, str, float] | None:
+    """(chunk index, span, score) of the chunk where `span_in` scores the quote highest."""
+    best: tuple[int, str, float] | None = None
+    for i, t in enumerate(texts):
+        found = span_in(quote, t)
+        if found is not None and (best is None or found[1] > best[2]):
+            best = (i, found[0], found[1])
+    return best
+
+
 Outcome = Literal["exact", "repaired", "contained", "unmatched", "missing"]
 
 
@@ -185,18 +197,10 @@ def locate_quote(quote: str, claim: str, block: ContextBlock) -> tuple[int, str,
         for i, t in enumerate(texts):
             if quote.strip() in t:
                 return i, quote.strip(), "exact", 1.0
-        best: tuple[int, str, float] | None = None
-        for i, t in enumerate(texts):
-            found = best_matching_span(quote, t)
-            if found is not None and (best is None or found[1] > best[2]):
-                best = (i, found[0], found[1])
+        best = _best_in_chunks(best_matching_span, quote, texts)
         if best is not None and best[2] >= QUOTE_REPAIR_MIN_SIMILARITY and best[1]:
             return best[0], best[1], "repaired", round(best[2], 3)
-        held: tuple[int, str, float] | None = None
-        for i, t in enumerate(texts):
-            found = contained_span(quote, t)
-            if found is not None and (held is None or found[1] > held[2]):
-                held = (i, found[0], found[1])
+        held = _best_in_chunks(contained_span, quote, texts)
         if held is not None and held[2] >= QUOTE_CONTAINED_MIN_COVERAGE and held[1]:
             return held[0], held[1], "contained", round(held[2], 3)
         return (best[0] if best else 0), "", "unmatched", (round(best[2], 3) if best else None)
