@@ -204,11 +204,14 @@ def test_best_matching_span_is_verbatim_and_says_how_alike() -> None:
     assert span in text and similarity < QUOTE_REPAIR_MIN_SIMILARITY
 
 
-def test_a_repaired_quote_is_recorded_in_the_trace(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("given", "kind"), [
+    ("The Linden bridge was designd by Tobias Marrick", "similar"),  # a letter off
+    ("Marrick: The Linden Bridge was designed by Tobias Marrick", "contained"),  # more around the source text
+])
+def test_a_repaired_quote_is_recorded_in_the_trace(tmp_path: Path, given: str, kind: str) -> None:
     eng = make_engine(tmp_path, DOCS)
     reply = lambda m: json.dumps({"answer": f"The Linden Bridge was designed by Tobias Marrick [{block_of(m, 'Marrick')}].",  # noqa: E731
-                                  "citations": [{"id": block_of(m, "Marrick"),
-                                                 "quote": "The Linden bridge was designd by Tobias Marrick"}],
+                                  "citations": [{"id": block_of(m, "Marrick"), "quote": given}],
                                   "fallback": False})
     asking = with_models(eng, llm=ScriptedLLM([reply]), judge=LexicalJudge())
     resp = asking.answerer(OPEN).answer("Who designed the Linden Bridge?")
@@ -217,7 +220,7 @@ def test_a_repaired_quote_is_recorded_in_the_trace(tmp_path: Path) -> None:
     assert not resp.fallback and resp.removed.repaired_quotes == 1
     assert resp.citations[0].quote == "The Linden Bridge was designed by Tobias Marrick"
     (event,) = [e for e in trace["events"] if e["name"] == "QUOTE_REPAIRED"]
-    assert event["data"]["quote"] == "The Linden bridge was designd by Tobias Marrick"
+    assert event["data"]["quote"] == given and event["data"]["kind"] == kind
     assert event["data"]["repaired"] == resp.citations[0].quote
 
 
