@@ -18,7 +18,7 @@ from cograg.answer.completion import complete_citations
 # the marker helpers are re-exported: callers import them from here as well
 from cograg.answer.markers import (MARKER_RE, answer_sentences, drop_markers, marker_ids, markers_in,  # noqa: F401
                                    quote_text, renumber_markers, sentence_around, strip_markers, tidy_spacing)
-from cograg.answer.quotes import (_CJK_CHAR, QUOTE_CONTAINED_MIN_COVERAGE, QUOTE_REPAIR_MIN_SIMILARITY,  # noqa: F401
+from cograg.answer.quotes import (CJK_CHAR, QUOTE_CONTAINED_MIN_COVERAGE, QUOTE_REPAIR_MIN_SIMILARITY,  # noqa: F401
                                   Outcome, QuoteRepair, best_matching_span, best_sentence, chunk_sentences, contained_span,
                                   find_quote, locate_quote)
 from cograg.index.analyzer import analyze
@@ -317,7 +317,7 @@ def insert_markers(answer: str, blocks: list[ContextBlock], prefer: list[str] | 
         if best is not None:
             end = sent[-1] if sent[-1] in "。！？!?." else ""
             body = sent[:len(sent) - len(end)].rstrip()
-            space = "" if _CJK_CHAR.search(body[-1:]) else " "
+            space = "" if CJK_CHAR.search(body[-1:]) else " "
             out.append(f"{body}{space}[{best.citation_id}]{end}")
             inserted += 1
         else:

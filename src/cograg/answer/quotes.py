@@ -77,7 +77,7 @@ def best_sentence(claim: str, text: str) -> str:
     return max(sentences, key=lambda s: (ngram_overlap(claim, s), -len(s)))
 
 
-_CJK_CHAR = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+CJK_CHAR = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _LINE_BULLET = re.compile(r"(?m)^[ \t]*(?:[-*+•]|\d+[.)])[ \t]+")
 
 
@@ -126,7 +126,7 @@ def _whole_words(text: str, where: list[int], start: int, end: int) -> str:
 def best_matching_span(quote: str, text: str) -> tuple[str, float] | None:
     """The span of `text`, verbatim, that best matches `quote` (Indel similarity of the normalised
     texts, 0–1), widened to whole words; None for a quote too short to place."""
-    cjk = bool(_CJK_CHAR.search(quote))
+    cjk = bool(CJK_CHAR.search(quote))
     q, _ = _normalised_with_offsets(quote, cjk=cjk)
     t, where = _normalised_with_offsets(text, cjk=cjk)
     if len(q) < 4 or not t:
@@ -150,7 +150,7 @@ def contained_span(quote: str, text: str) -> tuple[str, float] | None:
     """The longest text of `text` that `quote` contains (normalised as in best_matching_span),
     verbatim and widened to whole words, with the share of the quote it makes up (0–1); None when
     the two share no run of MIN_CONTAINED_CHARS characters."""
-    cjk = bool(_CJK_CHAR.search(quote))
+    cjk = bool(CJK_CHAR.search(quote))
     q, _ = _normalised_with_offsets(quote, cjk=cjk)
     t, where = _normalised_with_offsets(text, cjk=cjk)
     if not q or not t:
