@@ -15,7 +15,7 @@ import pytest
 
 from cograg.config import Settings
 from cograg.index.sqlite_store import SQLiteStore
-from cograg.ingest import loaders
+from cograg.ingest import files
 from cograg.ingest.models import IngestSummary
 from cograg.ingest.pipeline import doc_id_for, ingest_paths
 
@@ -120,14 +120,14 @@ def test_unreadable_file(store: SQLiteStore, folder: Path, monkeypatch: pytest.M
     secret = folder / "secret.txt"
     secret.write_text("Top secret tram timetable.", encoding="utf-8")
     os.chmod(secret, 0)
-    real_open = loaders.open_binary
+    real_open = files.open_binary
 
     def guarded(path: Path):
         if Path(path) == secret:
             raise PermissionError(errno.EACCES, "Permission denied", str(path))
         return real_open(path)
 
-    monkeypatch.setattr(loaders, "open_binary", guarded)
+    monkeypatch.setattr(files, "open_binary", guarded)
     summary = run(store, folder)
     assert summary.added == 2
     assert reasons(summary) == {"secret.txt": "permission denied (unreadable file)"}
@@ -139,14 +139,14 @@ def test_unreadable_changed_file_keeps_previous_version(store: SQLiteStore, fold
     target = folder / "good.txt"
     before = [c.chunk_id for c in store.iter_chunks(doc_id_for(str(target)))]
     target.write_text("Changed but unreadable now.", encoding="utf-8")
-    real_open = loaders.open_binary
+    real_open = files.open_binary
 
     def guarded(path: Path):
         if Path(path) == target:
             raise PermissionError(errno.EACCES, "Permission denied", str(path))
         return real_open(path)
 
-    monkeypatch.setattr(loaders, "open_binary", guarded)
+    monkeypatch.setattr(files, "open_binary", guarded)
     summary = run(store, folder)
     assert reasons(summary)["good.txt"] == "permission denied (unreadable file); previous version kept"
     assert summary.deleted == 0

@@ -20,7 +20,7 @@ from cograg.documents import Chunk, Document
 from cograg.errors import IngestError, LoaderError
 from cograg.index.indexing import index_text
 from cograg.index.sqlite_store import SQLiteStore
-from cograg.ingest import loaders
+from cograg.ingest import files, loaders
 from cograg.ingest.chunking import chunk_block
 from cograg.ingest.models import Block, IngestSummary, LoadedDocument, SkippedFile
 from cograg.ingest.normalize import normalize
@@ -60,7 +60,7 @@ class _PendingWrite:
     config: ChunkingConfig
     existing: Document | None
     chunks: list[Chunk] | None  # None: too many to keep, loaded and chunked again when written
-    info: loaders.FileInfo
+    info: files.FileInfo
 
 
 ProgressCallback = Callable[[ProgressEvent], None]
@@ -163,7 +163,7 @@ class Ingestor:
                     continue
                 raise IngestError(f"path not found: {root}")
             if root.is_dir():
-                work.extend((root, f, why) for f, why in loaders.walk_files(root))
+                work.extend((root, f, why) for f, why in files.walk_files(root))
             else:
                 work.append((root, root, None))
         work = self._dedupe(work)
@@ -239,7 +239,7 @@ class Ingestor:
         source = str(path)
         existing = self.store.get_document_by_path(source)
         try:
-            info = loaders.inspect_file(path, int(self.settings.max_file_mb * 1e6))
+            info = files.inspect_file(path, int(self.settings.max_file_mb * 1e6))
         except LoaderError as exc:
             reason = str(exc)
             if existing is not None:
@@ -349,7 +349,7 @@ def _error_reason(exc: BaseException, existing: Document | None) -> str:
 
 
 def _doc_type_for(fmt: str) -> str:
-    return loaders.DOC_TYPE_OF_FORMAT.get(fmt, fmt)
+    return files.DOC_TYPE_OF_FORMAT.get(fmt, fmt)
 
 
 def ingest_paths(store: SQLiteStore, paths: list[Path | str], *, settings: Settings | None = None,

@@ -1,0 +1,250 @@
+"""Files for the loaders (SPEC A1): which files a folder holds, what format each is, its size, hash
+and text encoding, and its text read whole or streamed in bounded windows.
+
+A file that cannot be used raises :class:`LoaderError` with a human-readable reason; the ingest run
+records that as a skip and carries on.
+"""
+
+from __future__ import annotations
+
+import codecs
+import hashlib
+import io
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from cograg.errors import LoaderError
+
+READ_CHUNK = 1 << 20  # bytes per read when streaming
+TEXT_WINDOW = 64 * 1024  # characters per streamed text block
+BINARY_SNIFF = 8192
+
+EXTENSIONS: dict[str, str] = {
+    ".md": "markdown", ".markdown": "markdown", ".mdx": "markdown",
+    ".txt": "text", ".text": "text", ".rst": "text", ".log": "text",
+    ".html": "html", ".htm": "html", ".xhtml": "html",
+    ".pdf": "pdf",
+    ".json": "json", ".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".tsv": "csv",
+    ".py": "code", ".js": "code", ".mjs": "code", ".cjs": "code", ".go": "code",
+    ".ts": "code", ".java": "code", ".c": "code", ".h": "code", ".cpp": "code", ".hpp": "code",
+    ".cc": "code", ".rs": "code", ".rb": "code", ".sh": "code", ".sql": "code", ".kt": "code",
+}
+CODE_LANGUAGE = {".py": "python", ".js": "javascript", ".mjs": "javascript", ".cjs": "javascript",
+                 ".go": "go"}
+TEXT_NAMES = {"readme", "license", "licence", "changelog", "authors", "notice", "copying"}
+DOC_TYPE_OF_FORMAT = {"json": "records", "jsonl": "records", "csv": "records"}
+
+
+@dataclass
+class FileInfo:
+    path: Path
+    size: int
+    sha256: str
+    mtime: float
+    fmt: str  # key into LOADERS
+    encoding: str | None  # for text formats
+    warnings: list[str]
+
+
+def detect_format(path: Path) -> str | None:
+    ext = path.suffix.lower()
+    if ext in EXTENSIONS:
+        return EXTENSIONS[ext]
+    if not ext and path.name.lower() in TEXT_NAMES:
+        return "text"
+    return None
+
+
+def inspect_file(path: Path, max_bytes: int) -> FileInfo:
+    """One streaming pass: size check, content hash, binary sniff and UTF-8 validation."""
+    fmt = detect_format(path)
+    if fmt is None:
+        raise LoaderError(f"unsupported file type {path.suffix or '(no extension)'!r}")
+    try:
+        st = path.stat()
+    except OSError as exc:
+        raise LoaderError(_os_reason(exc)) from exc
+    if not path.is_file():
+        raise LoaderError("not a regular file")
+    if st.st_size == 0:
+        raise LoaderError("empty file")
+    if st.st_size > max_bytes:
+        raise LoaderError(f"file too large ({st.st_size / 1e6:.1f} MB > limit {max_bytes / 1e6:.1f} MB)")
+    digest = hashlib.sha256()
+    textual = fmt != "pdf"
+    decoder = codecs.getincrementaldecoder("utf-8")("strict")
+    utf8_ok, bad_at, seen = True, -1, 0
+    try:
+        with open_binary(path) as fh:
+            first = True
+            while chunk := fh.read(READ_CHUNK):
+                digest.update(chunk)
+                if textual and first and b"\x00" in chunk[:BINARY_SNIFF] and not _utf16_bom(chunk):
+                    raise LoaderError("binary content (NUL bytes) in a text-type file")
+                if fmt == "pdf" and first and not chunk.lstrip()[:5] == b"%PDF-":
+                    raise LoaderError("corrupt PDF: missing %PDF header")
+                first = False
+                if textual and utf8_ok:
+                    try:
+                        decoder.decode(chunk)
+                    except UnicodeDecodeError as exc:
+                        utf8_ok, bad_at = False, seen + exc.start
+                seen += len(chunk)
+            if textual and utf8_ok:
+                try:
+                    decoder.decode(b"", final=True)
+                except UnicodeDecodeError:
+                    utf8_ok, bad_at = False, seen
+    except OSError as exc:
+        raise LoaderError(_os_reason(exc)) from exc
+    warnings: list[str] = []
+    encoding: str | None = None
+    if textual:
+        encoding = "utf-8-sig" if utf8_ok else _fallback_encoding(path, bad_at)
+        if encoding != "utf-8-sig":
+            warnings.append(f"not valid UTF-8 (first bad byte at {bad_at}); decoded as {encoding}")
+    return FileInfo(path, st.st_size, digest.hexdigest(), st.st_mtime, fmt, encoding, warnings)
+
+
+def open_binary(path: Path) -> io.BufferedReader:
+    """Open for reading; a separate function so tests can simulate unreadable files as root."""
+    return open(path, "rb")  # noqa: SIM115 - caller closes
+
+
+def _utf16_bom(chunk: bytes) -> bool:
+    return chunk.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE))
+
+
+def _fallback_encoding(path: Path, bad_at: int) -> str:
+    """Legacy encodings common in Chinese and Western corpora; strict, or the file is refused."""
+    with open_binary(path) as fh:
+        head = fh.read(4)
+    if _utf16_bom(head):
+        candidates = ["utf-16"]
+    else:
+        candidates = ["gb18030"]
+    for enc in candidates:
+        decoder = codecs.getincrementaldecoder(enc)("strict")
+        try:
+            with open_binary(path) as fh:
+                while chunk := fh.read(READ_CHUNK):
+                    decoder.decode(chunk)
+                decoder.decode(b"", final=True)
+        except UnicodeDecodeError:
+            continue
+        if enc == "gb18030" and not _plausible_gb18030(path):
+            continue
+        return enc
+    raise LoaderError(f"invalid UTF-8 (first bad byte at offset {bad_at}) and no other encoding fits")
+
+
+def _plausible_gb18030(path: Path) -> bool:
+    """GB18030 decodes most byte soup; accept it only if the result is mostly CJK/ASCII text."""
+    with open_binary(path) as fh:
+        sample = fh.read(64 * 1024)
+    text = sample.decode("gb18030", errors="ignore")
+    if not text:
+        return False
+    good = sum(1 for c in text if c.isascii() or "\u4e00" <= c <= "\u9fff" or "\u3000" <= c <= "\u303f"
+               or "\uff00" <= c <= "\uffef")
+    return good / len(text) > 0.9
+
+
+def _os_reason(exc: OSError) -> str:
+    import errno
+
+    if exc.errno == errno.ELOOP:
+        return "symlink loop"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return "permission denied (unreadable file)"
+    if exc.errno == errno.ENOENT:
+        return "file vanished or is a broken symlink"
+    return f"cannot read file: {exc.strerror or exc}"
+
+
+def read_text(info: FileInfo) -> str:
+    with open_binary(info.path) as fh:
+        return fh.read().decode(info.encoding or "utf-8-sig")
+
+
+def stream_text(info: FileInfo) -> Iterator[tuple[int, str]]:
+    """Yield (offset, text) windows of about TEXT_WINDOW characters, cut at paragraph (else line,
+    else space) boundaries, with offsets into the decoded text."""
+    decoder = codecs.getincrementaldecoder(info.encoding or "utf-8-sig")("strict")
+    buf, offset = "", 0
+    with open_binary(info.path) as fh:
+        while True:
+            raw = fh.read(READ_CHUNK)
+            buf += decoder.decode(raw, final=not raw)
+            while len(buf) >= 2 * TEXT_WINDOW or (not raw and buf):
+                if not raw and len(buf) < 2 * TEXT_WINDOW:
+                    cut = len(buf)
+                else:
+                    cut = _cut_point(buf, TEXT_WINDOW)
+                yield offset, buf[:cut]
+                offset += cut
+                buf = buf[cut:]
+            if not raw:
+                return
+
+
+def _cut_point(buf: str, target: int) -> int:
+    for sep in ("\n\n", "\n", "。", ". ", " "):
+        i = buf.rfind(sep, target // 2, target * 2)
+        if i != -1:
+            return i + len(sep)
+    return target
+
+
+def title_from_name(path: Path) -> str:
+    return path.stem.replace("_", " ").strip() or path.name
+
+
+
+def is_hidden(name: str) -> bool:
+    return name.startswith(".") or name in {"__pycache__", "node_modules"}
+
+
+def walk_files(root: Path) -> Iterator[tuple[Path, str | None]]:
+    """Files under `root` as (path, None), or (path, reason) for entries that cannot be walked.
+    Directory symlinks are followed once; a cycle is reported instead of followed."""
+    seen: set[tuple[int, int]] = set()
+
+    def visit(d: Path) -> Iterator[tuple[Path, str | None]]:
+        try:
+            st = d.stat()
+        except OSError as exc:
+            yield d, _os_reason(exc)
+            return
+        key = (st.st_dev, st.st_ino)
+        if key in seen:
+            yield d, "symlink loop (directory already visited)"
+            return
+        seen.add(key)
+        try:
+            entries = sorted(os.scandir(d), key=lambda e: e.name)
+        except OSError as exc:
+            yield d, _os_reason(exc)
+            return
+        for entry in entries:
+            if is_hidden(entry.name):
+                continue
+            p = Path(entry.path)
+            try:
+                is_dir = entry.is_dir(follow_symlinks=True)
+            except OSError as exc:
+                yield p, _os_reason(exc)
+                continue
+            if is_dir:
+                yield from visit(p)
+            elif entry.is_symlink() and not p.exists():
+                try:
+                    p.stat()
+                except OSError as exc:
+                    yield p, _os_reason(exc)
+            else:
+                yield p, None
+
+    yield from visit(root)
