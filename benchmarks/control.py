@@ -1,8 +1,9 @@
 """Multi-hop questions by execution mode (issue: control flow): R1 one-shot vs R2 self-corrective
 vs R3 planned, same model, same store (the HotpotQA train100 paragraphs).
 
-Per mode: supporting-paragraph recall@10, answer accuracy (the answer contains the gold answer,
-normalised), share answered (not refused), median latency and tokens per answer.
+Per mode: supporting-paragraph recall@10, answer accuracy (a delivered answer contains the gold
+answer: `cograg.eval.scoring.contains_gold`; a refusal is wrong), share answered (not refused),
+median latency and tokens per answer.
 
 Recall@10 is over the evidence each mode ranks first: R1 its one search; R2 the documents its
 grader passed (most confident first), then everything else it retrieved in order; R3 its
@@ -33,7 +34,6 @@ import random
 import statistics
 import sys
 import time
-import unicodedata
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -43,14 +43,11 @@ from cograg.answer.answerer import AnswerConfig  # noqa: E402
 from cograg.config import ControlBudget, Settings  # noqa: E402
 from cograg.engine import Engine  # noqa: E402
 from cograg.eval.retrieval import hotpot_to_beir  # noqa: E402
+from cograg.eval.scoring import contains_gold  # noqa: E402
 from cograg.eval.splits import hotpotqa_train100  # noqa: E402
 from cograg.orchestrator.orchestrator import TurnOptions  # noqa: E402
 
 MODES = {"R1": "R1_ONE_SHOT_RETRIEVE", "R2": "R2_MULTI_RETRIEVE", "R3": "R3_DAG_PLAN"}
-
-
-def norm(s: str) -> str:
-    return "".join(unicodedata.normalize("NFKC", s).lower().split())
 
 
 def ranked_evidence(mode: str, trace: dict) -> list[str]:
@@ -144,7 +141,7 @@ def main() -> None:
                     evidence = [record(c) for c in ranked_evidence(m, trace)][:10]
                     row = {"question": q["question"], "mode": m, "gold": q["answer"], "answer": resp.answer,
                            "final_mode": resp.mode, "fallback": resp.fallback,
-                           "correct": norm(q["answer"]) in norm(resp.answer) and not resp.fallback,
+                           "correct": not resp.fallback and contains_gold([q["answer"]], resp.answer),
                            "recall@10": len(gold & set(evidence)) / max(1, len(gold)),
                            "latency_s": round(latency, 2),
                            "tokens": sum(c["prompt_tokens"] + c["completion_tokens"] for c in trace["model_calls"]),

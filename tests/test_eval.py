@@ -49,6 +49,16 @@ def test_squad_scores():
 def test_contains_gold_folds_width_case_and_spaces():
     assert contains_gold(["ω-force"], "是由光荣和Ω－FORCE 开发的")
     assert not contains_gold(["seven"], "six arches")
+    assert contains_gold(["Sandra Oh"], "She is played by sandra  oh [1].")
+    assert contains_gold(["1984"], "创立于1984年")
+
+
+def test_contains_gold_matches_latin_answers_as_whole_words():
+    assert not contains_gold(["no"], "Nolan was not a director [1].")
+    assert not contains_gold(["seven"], "seventeen arches")
+    assert not contains_gold(["Oh"], "John Ohm")
+    assert contains_gold(["no"], "No, Nolan was not [1].")
+    assert contains_gold(["yes"], "Yes. Both are board games [1][2].")
 
 
 # ------------------------------------------------------------------------------------- splits

@@ -126,10 +126,25 @@ def _fold(text: str) -> str:
     return "".join(unicodedata.normalize("NFKC", text).lower().split())
 
 
+_ALNUM = "a-z0-9\u00c0-\u024f"  # a gold answer's Latin letters and digits: whole words only
+
+
+def _gold_pattern(answer: str) -> re.Pattern[str]:
+    """The folded gold answer as a pattern over the folded prediction: any whitespace between its
+    characters, and where it begins or ends with a Latin letter or digit, no letter or digit
+    beside it (the gold "no" is not in "not", nor "seven" in "seventeen"; "1984" is in "1984年")."""
+    chars = _fold(answer)
+    body = r"\s*".join(re.escape(c) for c in chars)
+    head = rf"(?<![{_ALNUM}])" if re.match(rf"[{_ALNUM}]", chars) else ""
+    tail = rf"(?![{_ALNUM}])" if re.search(rf"[{_ALNUM}]$", chars) else ""
+    return re.compile(head + body + tail)
+
+
 def contains_gold(answers: Sequence[str], prediction: str) -> bool:
-    """A gold answer appears in the prediction (NFKC, case and whitespace folded)."""
-    folded = _fold(prediction)
-    return any(_fold(a) in folded for a in answers if a.strip())
+    """A gold answer appears in the prediction (NFKC, case and whitespace folded), as whole words
+    where it starts or ends with a Latin letter or digit."""
+    text = unicodedata.normalize("NFKC", prediction).lower()
+    return any(_gold_pattern(a).search(text) for a in answers if a.strip())
 
 
 def classification_report(gold: Sequence[str], predicted: Sequence[str],
