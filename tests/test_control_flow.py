@@ -239,10 +239,12 @@ def test_r3_hanging_task_times_out_is_retried_once_and_the_turn_still_answers(en
     assert nodes[2]["status"] == "timeout" and nodes[2]["attempts"] == 2
     assert nodes[3]["status"] == "skipped"
     assert nodes[1]["status"] == "done"
-    # what was established is still delivered, verified, with a note naming the missing part
-    assert not resp.fallback and "1811" in resp.answer
-    assert_verified(resp)
-    assert any("without a verified result" in n for n in resp.notes)
+    # what was established is still shown, verified, in a reply that names the missing part
+    assert resp.fallback and resp.grounded and "The Linden Bridge opened in 1811 [1]." in resp.answer
+    assert "Not established: When did the Rhine Bridge open?" in resp.answer
+    assert any("without a verified result: [2]" in n for n in resp.notes)
+    assert [c.source.rsplit("/", 1)[-1] for c in resp.citations] == ["linden.md"]
+    assert "synthesize" not in brain.kinds  # from half the facts a synthesis would conclude anyway
 
 
 def test_cancellation_mid_plan_returns_promptly_with_the_reason(eng: Engine):
@@ -373,10 +375,10 @@ def test_synthesis_fallback_never_runs_fragments_together(eng: Engine):
         if "Rhine" in q:
             n = block_with(text, "1870")
             return {"answer": f"1870 [{n}]", "citations": [{"id": n, "quote": ""}], "fallback": False}
-        n = block_with(text, "Tobias Marrick")
-        return {"answer": f"Tobias Marrick [{n}]", "citations": [{"id": n, "quote": ""}], "fallback": False}
+        n = block_with(text, "opened in 1811")
+        return {"answer": f"1811 [{n}]", "citations": [{"id": n, "quote": ""}], "fallback": False}
     resp = ask(eng, Brain(plan=TWO_BRIDGES, synth=synth, answer=answer),
-               "Who designed the Linden Bridge, and when did the Rhine Bridge open?", mode="R3")
+               "When did the Linden Bridge and the Rhine Bridge open?", mode="R3")
     assert_verified(resp)
     t = eng.trace(resp.trace_id)
     assert t["plan"]["synthesis"]["method"] == "task_statements"
@@ -433,3 +435,45 @@ def test_forced_r0_never_answers_a_factual_question_with_the_canned_reply(eng: E
     assert any("refused: the question needs facts" in r for r in resp.explain["reasons"])
     hello = ask(eng, Brain(), "Hello!", mode="R0")
     assert hello.mode == "R0_DIRECT_WRITE" and hello.route == "FAST_PATH"
+
+
+def test_a_comparison_with_one_side_unfound_is_a_partial_reply_not_the_found_sides_yes(eng: Engine):
+    """"Are A and B both …?" with B's look-up finding nothing: the reply must not be A's "Yes, …",
+    which reads as the answer to the whole question; it states what was found about A, without
+    the yes, and that B's part is not established."""
+    def answer(q: str, text: str) -> dict:
+        n = block_with(text, "opened in 1811")
+        if "Linden" in q and n:
+            return {"answer": f"Yes, the Linden Bridge opened in 1811 [{n}].", "citations": [{"id": n, "quote": ""}],
+                    "fallback": False}
+        return {"answer": "", "citations": [], "fallback": True}  # the Rhine look-up finds nothing
+
+    brain = Brain(answer=answer)
+    resp = ask(eng, brain, "Are the Linden Bridge and the Rhine Bridge both bridges that opened in 1811?",
+               mode="R3", templates=True)
+    t = eng.trace(resp.trace_id)
+    assert t["plan"]["outcome"]["template"] == "comparison"
+    nodes = {n["id"]: n for n in t["plan"]["nodes"]}
+    assert [nodes[i]["status"] for i in (1, 2, 3)] == ["done", "failed", "skipped"]
+    assert resp.fallback and not resp.answer.lower().startswith("yes")
+    assert "The Linden Bridge opened in 1811 [1]." in resp.answer and "Yes" not in resp.answer
+    rhine_lookup = t["plan"]["plan"]["sub_tasks"][1]["description"]
+    assert "Rhine" in rhine_lookup and resp.answer.endswith("Not established: " + rhine_lookup)
+    assert t["plan"]["synthesis"] == {"method": "partial", "missing": [2]}
+    assert "synthesize" not in brain.kinds
+    kept = [c for c in resp.claims if c.kept]
+    assert [c.sentence for c in kept] == ["The Linden Bridge opened in 1811 [1]."] and kept[0].verdict == "SUPPORTED"
+
+
+@pytest.mark.parametrize("sentence,expected", [
+    ("Yes, King Vidor was an American director [1].", "King Vidor was an American director [1]."),
+    ("No. Géza von Cziffra was Hungarian [2].", "Géza von Cziffra was Hungarian [2]."),
+    ("Yes [1].", "[1]."),
+    ("是的，银雾于1978年育成 [1]。", "银雾于1978年育成 [1]。"),
+    ("Nobody designed it [1].", "Nobody designed it [1]."),
+    ("Yesterday it opened [1].", "Yesterday it opened [1]."),
+])
+def test_a_yes_or_no_lead_is_removed_from_a_look_ups_statement(sentence: str, expected: str):
+    from cograg.orchestrator.planned import without_yes_no_lead
+
+    assert without_yes_no_lead(sentence) == expected

@@ -22,6 +22,10 @@ MESSAGES: dict[str, dict[Lang, str]] = {
         "zh": "现有资料不足以确定这个问题的答案。最相关的证据是：“{quote}” [1]",
         "en": "The sources do not establish an answer to this question. The closest evidence says: “{quote}” [1]",
     },
+    "refusal.partial": {  # R3: some look-ups of the plan found nothing verifiable
+        "zh": "现有资料只能确定部分答案。{statements}未能确定：{missing}",
+        "en": "The sources establish only part of the answer. {statements} Not established: {missing}",
+    },
     "refusal.closest_source": {
         "zh": "现有资料不足以确定这个问题的答案。最相关的段落见所引来源 [1]。",
         "en": "The sources do not establish an answer to this question. The closest passage is in the cited source [1].",

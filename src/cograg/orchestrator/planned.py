@@ -4,10 +4,11 @@ sides with their sources and a question back to the user."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from cograg.answer.answerer import Answerer, AnswerResponse, recording_verifier
-from cograg.answer.contract import Citation
+from cograg.answer.contract import Citation, strip_markers
 from cograg.answer.verifier import ClaimCheck
 from cograg.trace import RecordingLLM
 from cograg.control.models import Plan, TaskResult
@@ -38,6 +39,9 @@ class PlannedMode:
         final = None if conflicts else final_task(plan, results, self.turn.question)
         if final is not None:
             return self.from_final_task(plan, results, final)
+        missing = [] if conflicts else failed_lookups(plan, results)
+        if missing:
+            return self.partial_answer(results, missing)
         synthesizer = self.synthesizer()
         if conflicts:
             return self.conflict_answer(results, conflicts, synthesizer)
@@ -139,6 +143,47 @@ class PlannedMode:
                               confidence=confidence, grounded=True, route="MULTI_HOP", trace_id=self.trace.trace_id,
                               claims=claims, notes=notes)
 
+    def partial_answer(self, results: dict[int, TaskResult], missing: list[TaskResult]) -> AnswerResponse:
+        """Some look-ups established nothing verifiable, so the question cannot be concluded: no
+        synthesis (from half the facts it would conclude anyway, e.g. "Yes" to "are both …?" when
+        one side is unknown). The reply says so, gives what the other tasks established, each
+        statement as verified in its task, and names what is missing (C4): a refusal that keeps
+        the verified part. No model call."""
+        from cograg.control.synthesizer import CitationNumbering
+
+        zh = self.turn.lang == "zh"
+        numbering = CitationNumbering()
+        parts: list[str] = []
+        claims: list[ClaimCheck] = []
+        for r in sorted(_done(results), key=lambda r: r.id):
+            if not r.citations:
+                continue
+            for claim in r.claims:
+                claim = numbering.renumber_claim(claim, r)
+                if claim.kept:
+                    # the task's "Yes," answered the task's question, not the user's; a bare "Yes"
+                    # says nothing without it
+                    claim = claim.model_copy(update={"sentence": without_yes_no_lead(claim.sentence)})
+                    if not strip_markers(claim.sentence).strip(" .。，,"):
+                        continue
+                    parts.append(claim.sentence)
+                claims.append(claim)
+        self.turn.event("EXECUTION_DONE", status=self.status, done=len(_done(results)), total=len(results))
+        self.trace.plan["synthesis"] = {"method": "partial", "missing": [r.id for r in missing]}
+        if not parts:
+            raise ModeFailed("R3: look-ups " + ", ".join(str(r.id) for r in missing) + " established nothing, "
+                             "and no other task a verified statement")
+        used = {k for c in claims if c.kept for k in c.citation_ids}
+        asked = ("；" if zh else " ").join(r.description.strip() for r in missing)
+        text = message("refusal.partial", "zh" if zh else "en", statements=("" if zh else " ").join(parts),
+                       missing=asked)
+        reason = f"look-ups without a verified result: {[r.id for r in missing]}"
+        self.trace.outcome = {"fallback": True, "reason": reason}
+        self.turn.event("REFUSED", reason=reason)
+        return AnswerResponse(answer=text, citations=[c for c in numbering.citations if c.id in used], fallback=True,
+                              confidence=0.0, grounded=True, route="MULTI_HOP", trace_id=self.trace.trace_id,
+                              claims=claims, notes=[reason])
+
     def conflict_answer(self, results: dict[int, TaskResult], conflicts: list[dict[str, Any]],
                         synthesizer: Any) -> AnswerResponse:
         """D7: the sources disagree. The answer is both sides, each verified against its own source
@@ -198,6 +243,24 @@ def with_uncited_inputs(plan: Plan, results: dict[int, TaskResult], final: TaskR
     used = {k for c in claims if c.kept for k in c.citation_ids}
     return (("" if chinese else " ").join(parts), [c for c in numbering.citations if c.id in used], claims,
             [r.id for r in added])
+
+
+def failed_lookups(plan: Plan, results: dict[int, TaskResult]) -> list[TaskResult]:
+    """The look-ups (tasks without dependencies: they search) that failed or timed out; a task
+    skipped because of them, or cancelled with the turn, is not one."""
+    firsts = {s.id for s in plan.sub_tasks if not s.dependencies}
+    return [results[i] for i in sorted(firsts) if i in results and results[i].status in ("failed", "timeout")]
+
+
+_YES_NO_LEAD = re.compile(r"^\s*(?:(?:yes|no)\b\s*(?:[,.;:!—–-]+|(?=\[\d+\])|$)|"
+                          r"(?:是的|是|对|不是|不|否)\s*(?:[，,。；;：:！!]|(?=\[\d+\])|$))\s*", re.I)
+
+
+def without_yes_no_lead(sentence: str) -> str:
+    """The sentence without a leading "Yes," / "No," / "是的，" (its first letter made upper case):
+    the proposition it states stays, the answer to some other question goes."""
+    rest = _YES_NO_LEAD.sub("", sentence, count=1)
+    return rest[:1].upper() + rest[1:] if rest != sentence else sentence
 
 
 def _done(results: dict[int, TaskResult]) -> list[TaskResult]:
