@@ -477,3 +477,27 @@ def test_a_yes_or_no_lead_is_removed_from_a_look_ups_statement(sentence: str, ex
     from cograg.orchestrator.planned import without_yes_no_lead
 
     assert without_yes_no_lead(sentence) == expected
+
+
+def test_a_bridge_whose_second_hop_finds_nothing_is_a_partial_reply_not_the_first_hops_fact(eng: Engine):
+    """The first hop's fact ("the bridge is the Rhine Bridge") does not answer "who designed it":
+    delivered as the answer it would read as one. The reply names the missing hop instead."""
+    plan = {"sub_tasks": [
+        {"id": 1, "description": "Which bridge opened in 1870?", "dependencies": [], "type": "retrieve"},
+        {"id": 2, "description": "Who designed the bridge that opened in 1870?", "dependencies": [1],
+         "type": "retrieve"}]}
+
+    def answer(q: str, text: str) -> dict:
+        n = block_with(text, "1870")
+        if q.startswith("Which bridge") and n:
+            return {"answer": f"The Rhine Bridge opened in 1870 [{n}].", "citations": [{"id": n, "quote": ""}],
+                    "fallback": False}
+        return {"answer": "", "citations": [], "fallback": True}  # no document names its designer
+
+    brain = Brain(plan=plan, answer=answer)
+    resp = ask(eng, brain, "Who designed the bridge that opened in 1870?", mode="R3")
+    nodes = {n["id"]: n for n in eng.trace(resp.trace_id)["plan"]["nodes"]}
+    assert [nodes[i]["status"] for i in (1, 2)] == ["done", "failed"]
+    assert resp.fallback and resp.answer == ("The sources establish only part of the answer. The Rhine Bridge opened "
+                                             "in 1870 [1]. Not established: Who designed the bridge that opened in 1870?")
+    assert "synthesize" not in brain.kinds

@@ -246,10 +246,12 @@ def with_uncited_inputs(plan: Plan, results: dict[int, TaskResult], final: TaskR
 
 
 def failed_lookups(plan: Plan, results: dict[int, TaskResult]) -> list[TaskResult]:
-    """The look-ups (tasks without dependencies: they search) that failed or timed out; a task
-    skipped because of them, or cancelled with the turn, is not one."""
-    firsts = {s.id for s in plan.sub_tasks if not s.dependencies}
-    return [results[i] for i in sorted(firsts) if i in results and results[i].status in ("failed", "timeout")]
+    """The look-ups (tasks that search: `retrieve`, `rewrite`) that failed or timed out, the
+    second hop of a bridge as much as one side of a comparison. A task skipped because of them,
+    or cancelled with the turn, is not one; nor is a failed reasoning step, whose inputs the
+    synthesis can still conclude from (and is verified doing so)."""
+    searching = {s.id for s in plan.sub_tasks if s.kind in ("retrieve", "rewrite")}
+    return [results[i] for i in sorted(searching) if i in results and results[i].status in ("failed", "timeout")]
 
 
 _YES_NO_LEAD = re.compile(r"^\s*(?:(?:yes|no)\b\s*(?:[,.;:!—–-]+|(?=\[\d+\])|$)|"
