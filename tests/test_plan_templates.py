@@ -12,9 +12,10 @@ import pytest
 
 from cograg.answer.contract import answer_sentences
 from cograg.control.models import ControlBudget
-from cograg.control.plan_templates import template_plan
+from cograg.control.plan_templates import category_check, template_plan
 from cograg.control.planner import Planner, check_grounded, validate_plan
 from cograg.engine import Engine
+from cograg.models.judge import JudgeVerdict, LexicalJudge
 from cograg.testing import ScriptedLLM
 from tests.test_control_flow import DOCS, Brain, ask, assert_verified, block_with
 from tests.test_answer import make_engine
@@ -29,7 +30,8 @@ COMPARISONS = [
     ("Which band was formed first The Exies or Circus Diablo ?", ("The Exies", "Circus Diablo"),
      "When was The Exies formed?"),
     ("Are Christopher Nolan and Sathish Kalathil both film directors?", ("Christopher Nolan", "Sathish Kalathil"),
-     "Is Christopher Nolan a film director?"),
+     "Who or what is Christopher Nolan?"),
+    ("Have Sid Haig and Vic Darchinyan both won titles?", ("Sid Haig", "Vic Darchinyan"), "Has Sid Haig won titles?"),
     ("Were Ada Lovelace and Charles Babbage of the same nationality?", ("Ada Lovelace", "Charles Babbage"),
      "What is the nationality of Ada Lovelace?"),
     ("Between Iain Banks and Irwin Shaw, which writer has had a more diverse career?", ("Iain Banks", "Irwin Shaw"),
@@ -40,7 +42,8 @@ COMPARISONS = [
      "Who or what is E. B. White, and what is E. B. White known for?"),
     ("红楼梦和西游记哪个更早？", ("红楼梦", "西游记"), "红楼梦是什么时候出现的？"),
     ("银雾和龙井43哪个更早育成？", ("银雾", "龙井43"), "银雾是什么时候育成的？"),
-    ("鲁迅与老舍是否都是作家？", ("鲁迅", "老舍"), "鲁迅是作家吗？"),
+    ("鲁迅与老舍是否都是作家？", ("鲁迅", "老舍"), "鲁迅是谁或是什么？"),
+    ("鲁迅与老舍是否都获得过文学奖？", ("鲁迅", "老舍"), "鲁迅获得过文学奖吗？"),
     ("鲁迅还是老舍更早出生？", ("鲁迅", "老舍"), "鲁迅是哪一年出生的？"),
     ("哪个更早成立，清华大学还是北京大学？", ("清华大学", "北京大学"), "清华大学是什么时候成立的？"),
     ("南通和景德镇是否属于同一个省份？", ("南通", "景德镇"), "南通属于哪个省份？"),
@@ -80,8 +83,37 @@ def test_comparison_template_looks_up_each_entity_then_compares(question, entiti
     check_grounded(tp.plan, question)
     assert one.description == first
     assert entities[1] in two.description and entities[0] not in two.description
-    assert (one.kind, two.kind, compare.kind) == ("retrieve", "retrieve", "reason")
+    # "are both X?" with a category X is decided by a check of each side, every other shape by reasoning
+    last = "check" if question in CATEGORY_QUESTIONS else "reason"
+    assert (one.kind, two.kind, compare.kind) == ("retrieve", "retrieve", last)
     assert compare.dependencies == [1, 2] and compare.description == " ".join(question.split())
+
+
+CATEGORY_QUESTIONS = {
+    # question: (claim about the first entity, its negation, the conclusion when both hold)
+    "Are Christopher Nolan and Sathish Kalathil both film directors?": (
+        "Christopher Nolan is a film director", "Christopher Nolan is not a film director",
+        "Yes, Christopher Nolan and Sathish Kalathil are both film directors"),
+    "鲁迅与老舍是否都是作家？": ("鲁迅是作家", "鲁迅不是作家", "是的，鲁迅和老舍都是作家"),
+}
+
+
+@pytest.mark.parametrize("question", sorted(CATEGORY_QUESTIONS))
+def test_a_both_category_question_composes_each_side_s_claim_and_its_negation(question):
+    claim, negation, yes = CATEGORY_QUESTIONS[question]
+    spec = category_check(question)
+    assert spec is not None and spec.claims[0] == claim and spec.negations[0] == negation and spec.yes == yes
+
+
+def test_were_both_uses_the_past_and_other_verbs_are_no_check():
+    spec = category_check("Were King Vidor and Géza von Cziffra both American directors?")
+    assert spec is not None and spec.claims == ("King Vidor was an American director",
+                                                "Géza von Cziffra was an American director")
+    assert spec.negations[1] == "Géza von Cziffra was not an American director"
+    assert spec.yes == "Yes, King Vidor and Géza von Cziffra were both American directors"
+    for question in ("Have Sid Haig and Vic Darchinyan both won titles?", "鲁迅与老舍是否都获得过文学奖？",
+                     "Which opened first, the Linden Bridge or the Rhine Bridge?"):
+        assert category_check(question) is None
 
 
 @pytest.mark.parametrize(("question", "first"), BRIDGES)
@@ -230,3 +262,81 @@ def test_a_question_of_no_known_shape_goes_to_the_llm_planner(eng: Engine):
     assert brain.kinds.count("plan") == 1 and t["plan"]["outcome"]["template"] is None
     assert any(c["purpose"] == "plan" for c in t["model_calls"])
     assert re.match(r"plan_decompose@\d+", t["prompt_versions"]["plan_decompose"])
+
+
+DIRECTORS = {
+    "vidor.md": "# King Vidor\n\nKing Vidor was an American film director and producer.\n",
+    "hawks.md": "# Howard Hawks\n\nHoward Hawks was an American film director and screenwriter.\n",
+    "cziffra.md": "# Géza von Cziffra\n\nGéza von Cziffra was a Hungarian film director and screenwriter.\n",
+    "blom.md": "# Ada Blom\n\nAda Blom was a film director of silent comedies.\n",
+}
+
+
+class NationalityJudge(LexicalJudge):
+    """Decides from the case's own words: a claim giving a person a nationality is SUPPORTED by a
+    passage giving the same one, CONTRADICTED by one giving another, UNRELATED by one giving none."""
+
+    NATIONALITIES = ("American", "Hungarian", "British")
+
+    def judge(self, claim: str, passage: str, question: str | None = None) -> JudgeVerdict:
+        said = [n for n in self.NATIONALITIES if n in claim]
+        given = [n for n in self.NATIONALITIES if n in passage]
+        if not said:
+            return super().judge(claim, passage, question)
+        if not given:
+            return JudgeVerdict(verdict="UNRELATED", reason="the passage gives no nationality")
+        if set(said) & set(given):
+            return JudgeVerdict(verdict="SUPPORTED" if " not " not in claim else "CONTRADICTED", reason="same")
+        return JudgeVerdict(verdict="CONTRADICTED" if " not " not in claim else "SUPPORTED", reason="another")
+
+
+def who_is(q: str, text: str) -> dict:
+    """Each look-up answers with its entity's own sentence (found in the blocks by the case data)."""
+    m = re.match(r"Who or what is (.+)\?$", q)
+    if not m:
+        raise AssertionError(f"no model call expected for {q!r}: the check decides without one")
+    n = block_with(text, f"{m.group(1)} was")
+    if n is None:
+        return {"answer": "", "citations": [], "fallback": True}
+    sentence = re.search(rf"{re.escape(m.group(1))} was [^.]*\.", text).group(0)
+    return {"answer": f"{sentence[:-1]} [{n}].", "citations": [{"id": n, "quote": ""}], "fallback": False}
+
+
+@pytest.fixture()
+def directors(tmp_path: Path):
+    e = make_engine(tmp_path, DIRECTORS)
+    yield e
+    e.close()
+
+
+@pytest.mark.parametrize(("b", "expected"), [
+    ("Howard Hawks", "Yes, King Vidor and Howard Hawks are both American directors [1][2]."),
+    ("Géza von Cziffra", "King Vidor was an American film director and producer [1]. "
+                         "No, Géza von Cziffra is not an American director [2]."),
+])
+def test_both_category_question_is_decided_by_each_side_s_verdict(directors: Engine, b: str, expected: str):
+    brain = Brain(plan=lambda text: pytest.fail("the LLM planner must not be asked"), answer=who_is)
+    resp = ask(directors, brain, f"Are King Vidor and {b} both American directors?", mode="R3", templates=True,
+               judge=NationalityJudge())
+    assert not resp.fallback and resp.answer == expected
+    assert_verified(resp)
+    assert brain.kinds.count("answer") == 2 and "synthesize" not in brain.kinds  # the two look-ups only
+    t = directors.trace(resp.trace_id)
+    nodes = {n["id"]: n for n in t["plan"]["nodes"]}
+    assert nodes[3]["kind"] == "check" and nodes[3]["status"] == "done"
+    cited = {c.id: c.source.rsplit("/", 1)[-1] for c in resp.citations}
+    assert sorted(cited.values()) == sorted(["vidor.md", {"Howard Hawks": "hawks.md"}.get(b, "cziffra.md")])
+    conclusion = resp.claims[-1]
+    assert conclusion.method.startswith("check:") and "CONTRADICTED" in conclusion.reason if "No" in expected \
+        else "CONTRADICTED" not in conclusion.reason
+
+
+def test_a_side_whose_sources_do_not_say_is_a_partial_reply(directors: Engine):
+    brain = Brain(plan=lambda text: pytest.fail("the LLM planner must not be asked"), answer=who_is)
+    question = "Are King Vidor and Ada Blom both American directors?"
+    resp = ask(directors, brain, question, mode="R3", templates=True, judge=NationalityJudge())
+    assert resp.fallback and resp.answer.endswith("Not established: " + question)
+    assert "King Vidor was an American film director and producer [1]." in resp.answer
+    assert "Ada Blom was a film director of silent comedies" in resp.answer  # what was found is shown
+    nodes = {n["id"]: n for n in directors.trace(resp.trace_id)["plan"]["nodes"]}
+    assert nodes[3]["status"] == "failed" and "UNRELATED" in nodes[3]["error"]

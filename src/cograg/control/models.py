@@ -72,7 +72,7 @@ class RouteDecision(BaseModel):
     intent: str | None = None  # the LLM scorer's intent label, for the trace
 
 
-TaskType = Literal["retrieve", "reason", "rewrite", "evidence_merge", "conflict_resolve"]
+TaskType = Literal["retrieve", "reason", "rewrite", "evidence_merge", "conflict_resolve", "check"]
 
 
 class SubTask(BaseModel):

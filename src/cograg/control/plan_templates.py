@@ -4,7 +4,10 @@ question is planned without a model call.
 * comparison: two named entities compared ("Which was released first, A or B?", "Are A and B both
   X?", "Were A and B of the same nationality?", "A和B哪个更早？", "A与B是否都是…", "A还是B…") →
   one look-up per entity (a sub-question about that entity alone, asking for the deciding fact where
-  the attribute can be derived) and one reasoning step over both verified statements;
+  the attribute can be derived) and one reasoning step over both verified statements. "Are A and B
+  both X?" (X a category: "American directors", "是作家") asks who or what each one is, and its last
+  step is a `check`: the claim "A is an X" judged against A's sources, "B is an X" against B's
+  (`category_check`), so yes or no is decided by verdicts, not written by the model;
 * bridge: a question about something that must be found first ("Who directed the film that …",
   "the X of the Y of Z", "When was the author of Z born?", "…的作者是哪国人？") → a look-up of
   the hidden entity, then a look-up that depends on it (its search includes what the first found).
@@ -31,6 +34,17 @@ class TemplatePlan:
     name: TemplateName
     plan: Plan
     entities: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CategoryCheck:
+    """"Are A and B both X?" decided side by side: yes when each entity's sources support its claim
+    ("A was an American director"), no when one's sources contradict it (`negations`)."""
+
+    entities: tuple[str, str]
+    claims: tuple[str, str]
+    negations: tuple[str, str]
+    yes: str  # the conclusion when both claims are supported, without its markers
 
 
 # --------------------------------------------------------------------------- shared checks
@@ -119,19 +133,23 @@ def _singular(word: str) -> str:
     return word[:-1]
 
 
+def _one_of(x: str) -> str:
+    """'film directors' → 'a film director': what one member of the category is called (the first
+    plural noun among the first four words made singular, with its article); other phrases as asked."""
+    words = x.split()
+    for i, w in enumerate(words[:4]):
+        if re.fullmatch(r"[A-Za-z-]{3,}s", w) and not re.search(r"(?:ss|us|is)$", w):
+            return _article(" ".join(words[:i] + [_singular(w)] + words[i + 1:]))
+        if not re.fullmatch(r"[A-Za-z-]+", w):
+            break
+    return x
+
+
 def _category_question(aux: str, entity: str, x: str) -> str:
     """'Are A and B both film directors?' → 'Is A a film director?'"""
     aux = aux.lower()
     if aux in ("are", "were", "is", "was"):
-        be = "Was" if aux in ("were", "was") else "Is"
-        words = x.split()
-        for i, w in enumerate(words[:4]):
-            if re.fullmatch(r"[A-Za-z-]{3,}s", w) and not re.search(r"(?:ss|us|is)$", w):
-                singular = " ".join(words[:i] + [_singular(w)] + words[i + 1:])
-                return f"{be} {entity} {_article(singular)}?"
-            if not re.fullmatch(r"[A-Za-z-]+", w):
-                break
-        return f"{be} {entity} {x}?"
+        return f"{'Was' if aux in ('were', 'was') else 'Is'} {entity} {_one_of(x)}?"
     verb = {"are": "Is", "were": "Was", "do": "Does", "did": "Did", "have": "Has", "had": "Had"}[aux]
     return f"{verb} {entity} {x}?"
 
@@ -201,12 +219,25 @@ def _comparison_en(q: str) -> tuple[tuple[str, str], tuple[str, str]] | None:
         if pair:
             noun = m.group("noun").lower()
             return pair, tuple(f"What is the {noun} of {e}?" for e in pair)  # type: ignore[return-value]
+    m = _both_en(q)
+    if m:
+        pair = _distinct(_entity_en(m.group("a")), _entity_en(m.group("b")))
+        if pair:
+            if m.group("aux").lower() in _BE:  # decided by a check: look up who or what each one is
+                be = "was" if m.group("aux").lower() in ("were", "was") else "is"
+                return pair, tuple(f"Who or what {be} {e}?" for e in pair)  # type: ignore[return-value]
+            return pair, tuple(_category_question(m.group("aux"), e, m.group("x")) for e in pair)  # type: ignore
+    return None
+
+
+_BE = ("are", "were", "is", "was")
+
+
+def _both_en(q: str) -> re.Match[str] | None:
     for pattern in (_BOTH, _BOTH_FIRST):
         m = pattern.match(q)
         if m and q.count(" and ") == 1:
-            pair = _distinct(_entity_en(m.group("a")), _entity_en(m.group("b")))
-            if pair:
-                return pair, tuple(_category_question(m.group("aux"), e, m.group("x")) for e in pair)  # type: ignore
+            return m
     return None
 
 
@@ -260,8 +291,37 @@ def _comparison_zh(q: str) -> tuple[tuple[str, str], tuple[str, str]] | None:
     if m:
         pair = _distinct(_entity_zh(m.group("a")), _entity_zh(m.group("b")))
         if pair:
+            if m.group("x").startswith("是"):  # decided by a check: look up who or what each one is
+                return pair, tuple(f"{e}是谁或是什么？" for e in pair)  # type: ignore[return-value]
             return pair, tuple(f"{e}{m.group('x')}吗？" for e in pair)  # type: ignore[return-value]
     return None
+
+
+def category_check(question: str) -> CategoryCheck | None:
+    """The side-by-side check of "Are A and B both X?" / "A与B是否都是X？", or None for any other
+    question (and for "do/have" forms, "都获得过…", whose claims and negations are not composed here)."""
+    q = " ".join(question.split())
+    if is_chinese(q):
+        m = _ZH_BOTH.match(re.sub(r"^请问[，,]?", "", q))
+        if not m or not m.group("x").startswith("是"):
+            return None
+        pair = _distinct(_entity_zh(m.group("a")), _entity_zh(m.group("b")))
+        if not pair:
+            return None
+        x = m.group("x")
+        return CategoryCheck(entities=pair, claims=(f"{pair[0]}{x}", f"{pair[1]}{x}"),
+                             negations=(f"{pair[0]}不{x}", f"{pair[1]}不{x}"), yes=f"是的，{pair[0]}和{pair[1]}都{x}")
+    m = _both_en(q)
+    if not m or m.group("aux").lower() not in _BE:
+        return None
+    pair = _distinct(_entity_en(m.group("a")), _entity_en(m.group("b")))
+    if not pair:
+        return None
+    past = m.group("aux").lower() in ("were", "was")
+    be, are, one = ("was" if past else "is"), ("were" if past else "are"), _one_of(m.group("x"))
+    return CategoryCheck(entities=pair, claims=(f"{pair[0]} {be} {one}", f"{pair[1]} {be} {one}"),
+                         negations=(f"{pair[0]} {be} not {one}", f"{pair[1]} {be} not {one}"),
+                         yes=f"Yes, {pair[0]} and {pair[1]} {are} both {m.group('x')}")
 
 
 # --------------------------------------------------------------------------- bridge
@@ -337,10 +397,11 @@ def template_plan(question: str) -> TemplatePlan | None:
     comparison = _comparison_zh(q) if is_chinese(q) else _comparison_en(q)
     if comparison is not None:
         (a, b), (qa, qb) = comparison
+        last = "check" if category_check(q) is not None else "reason"
         return TemplatePlan(name="comparison", entities=(a, b), plan=Plan(sub_tasks=[
             SubTask(id=1, description=qa, dependencies=[], type="retrieve"),
             SubTask(id=2, description=qb, dependencies=[], type="retrieve"),
-            SubTask(id=3, description=q, dependencies=[1, 2], type="reason")]))
+            SubTask(id=3, description=q, dependencies=[1, 2], type=last)]))
     bridge = _bridge(q)
     if bridge is not None:
         first, about = bridge
@@ -351,4 +412,4 @@ def template_plan(question: str) -> TemplatePlan | None:
     return None
 
 
-__all__ = ["TemplatePlan", "template_plan"]
+__all__ = ["CategoryCheck", "TemplatePlan", "category_check", "template_plan"]

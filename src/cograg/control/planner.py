@@ -27,7 +27,7 @@ PlanErrorKind = Literal[
 ]
 
 # kinds that only make sense over the results of other tasks
-_NEEDS_DEPENDENCIES = ("reason", "evidence_merge", "conflict_resolve")
+_NEEDS_DEPENDENCIES = ("reason", "evidence_merge", "conflict_resolve", "check")
 
 
 class PlanError(CogragError):

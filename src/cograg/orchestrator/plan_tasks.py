@@ -7,6 +7,7 @@ its model calls are merged into the turn's trace with the node id in their purpo
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from cograg.control.models import CancelToken, SubTask, TaskResult
 from cograg.orchestrator.turn import TurnEvidence
 from cograg.retrieval.hops import follow_up_search
 from cograg.retrieval.models import SearchResult
+from cograg.text import normalise_for_match
 
 TaskRunner = Callable[[SubTask, list[TaskResult], CancelToken], TaskResult]
 
@@ -42,7 +44,8 @@ class PlanTaskRunners:
     def runners(self) -> dict[str, TaskRunner]:
         """The executor's table: task kind → runner."""
         return {"retrieve": self.retrieve, "rewrite": self.rewrite, "reason": self.reason,
-                "evidence_merge": self.evidence_merge, "conflict_resolve": self.conflict_resolve}
+                "evidence_merge": self.evidence_merge, "conflict_resolve": self.conflict_resolve,
+                "check": self.check}
 
     # ------------------------------------------------------------------ task kinds
     def retrieve(self, task: SubTask, deps: list[TaskResult], token: CancelToken) -> TaskResult:
@@ -95,6 +98,53 @@ class PlanTaskRunners:
                                     evidence_gate=False)
         return self._from_answer(task, resp, t, started)
 
+    def check(self, task: SubTask, deps: list[TaskResult], token: CancelToken) -> TaskResult:
+        """"Are A and B both X?" decided by verdicts (control/plan_templates.category_check): the
+        claim "A is an X" is verified against the sources A's look-up cited, "B is an X" against
+        B's, by the verifier (its deterministic checks, then the judge). Both supported: yes, citing
+        both; one contradicted: no, citing the side that is not an X; otherwise not established.
+        The model writes nothing here, so it cannot conclude from one side."""
+        from cograg.answer.answerer import recording_verifier
+        from cograg.answer.verifier import ClaimCheck
+        from cograg.control.plan_templates import category_check
+        from cograg.control.synthesizer import CitationNumbering
+
+        started = time.perf_counter()
+        t = self._sub_trace(task)
+        spec = category_check(task.description)
+        sides = _sides(spec.entities, _established(deps)) if spec is not None else None
+        if spec is None or sides is None:
+            return self._failed(task, started, "not a question of the form 'are A and B both X?' over two "
+                                               "established look-ups")
+        verifier = recording_verifier(self.answerer.verifier, t)
+        verdicts: list[ClaimCheck] = []
+        for claim, side in zip(spec.claims, sides, strict=True):
+            evidence = {c.id: self._evidence_text(c) for c in side.citations}
+            sentence = f"{claim} {''.join(f'[{c.id}]' for c in side.citations)}"
+            checked = verifier.verify(sentence, side.citations, evidence).claims
+            verdicts.append(checked[0] if checked else ClaimCheck(sentence=sentence, citation_ids=[], kept=False,
+                                                                  verdict="UNRELATED", method="none"))
+        t.event("VERIFIED", supported=sum(v.verdict == "SUPPORTED" for v in verdicts), total=len(verdicts))
+        reason = "; ".join(f"{claim}: {v.verdict} ({v.method})" for claim, v in zip(spec.claims, verdicts, strict=True))
+        self._merge_calls(task, t)
+        zh = bool(re.search(r"[\u4e00-\u9fff]", task.description))
+        contradicted = [i for i, v in enumerate(verdicts) if v.verdict == "CONTRADICTED"]
+        if all(v.verdict == "SUPPORTED" for v in verdicts):
+            cited, text = [0, 1], spec.yes
+        elif contradicted:
+            cited, text = contradicted[:1], ("不，" if zh else "No, ") + spec.negations[contradicted[0]]
+        else:
+            return self._failed(task, started, f"the sources do not establish it ({reason})")
+        numbering = CitationNumbering()
+        markers = "".join(f"[{numbering.number(c)}]" for i in cited for c in sides[i].citations)
+        statement = f"{text}{'' if zh else ' '}{markers}{'。' if zh else '.'}"
+        conclusion = ClaimCheck(sentence=statement, citation_ids=[c.id for c in numbering.citations],
+                                verdict="SUPPORTED", method="check: " + ", ".join(v.method for v in verdicts),
+                                reason=reason[:500], kept=True)
+        return TaskResult(id=task.id, description=task.description, kind=task.kind, status="done",
+                          statement=statement, citations=numbering.citations, claims=[conclusion],
+                          duration_ms=round((time.perf_counter() - started) * 1000, 1))
+
     def evidence_merge(self, task: SubTask, deps: list[TaskResult], token: CancelToken) -> TaskResult:
         """The inputs' statements side by side, their citations renumbered into one list."""
         from cograg.control.synthesizer import CitationNumbering
@@ -112,6 +162,17 @@ class PlanTaskRunners:
         return merged.model_copy(update={"conflicts": find_conflicts(_established(deps), self.judge, self.question)})
 
     # ------------------------------------------------------------------ helpers
+    def _evidence_text(self, citation: Any) -> str:
+        """A cited chunk's text as the answerer's judge saw it (injection spans redacted)."""
+        from cograg.answer.injection import redact
+
+        hit = self.evidence.hits.get(citation.chunk_id)
+        return redact(hit.text).text if hit is not None else citation.quote
+
+    def _failed(self, task: SubTask, started: float, error: str) -> TaskResult:
+        return TaskResult(id=task.id, description=task.description, kind=task.kind, status="failed", error=error,
+                          duration_ms=round((time.perf_counter() - started) * 1000, 1))
+
     def _sub_trace(self, task: SubTask) -> Trace:
         t = Trace(question=task.description)
         with self._lock:
@@ -156,6 +217,18 @@ class PlanTaskRunners:
 
 def _established(deps: list[TaskResult]) -> list[TaskResult]:
     return [d for d in deps if d.status == "done" and d.statement]
+
+
+def _sides(entities: tuple[str, str], looked_up: list[TaskResult]) -> list[TaskResult] | None:
+    """The look-up of each entity, in the entities' order: the one whose sub-question names it
+    (the template's "Who or what is A?"), else the inputs in plan order; None unless there are two."""
+    if len(looked_up) != 2:
+        return None
+    named = [next((d for d in looked_up if normalise_for_match(e) in normalise_for_match(d.description)), None)
+             for e in entities]
+    if all(named) and named[0] is not named[1]:
+        return named  # type: ignore[return-value]
+    return looked_up
 
 
 def find_conflicts(results: list[TaskResult], judge: Any, question: str) -> list[dict[str, Any]]:

@@ -39,7 +39,7 @@ class PlannedMode:
         final = None if conflicts else final_task(plan, results, self.turn.question)
         if final is not None:
             return self.from_final_task(plan, results, final)
-        missing = [] if conflicts else failed_lookups(plan, results)
+        missing = [] if conflicts else failed_findings(plan, results)
         if missing:
             return self.partial_answer(results, missing)
         synthesizer = self.synthesizer()
@@ -171,13 +171,13 @@ class PlannedMode:
         self.turn.event("EXECUTION_DONE", status=self.status, done=len(_done(results)), total=len(results))
         self.trace.plan["synthesis"] = {"method": "partial", "missing": [r.id for r in missing]}
         if not parts:
-            raise ModeFailed("R3: look-ups " + ", ".join(str(r.id) for r in missing) + " established nothing, "
+            raise ModeFailed("R3: tasks " + ", ".join(str(r.id) for r in missing) + " established nothing, "
                              "and no other task a verified statement")
         used = {k for c in claims if c.kept for k in c.citation_ids}
         asked = ("；" if zh else " ").join(r.description.strip() for r in missing)
         text = message("refusal.partial", "zh" if zh else "en", statements=("" if zh else " ").join(parts),
                        missing=asked)
-        reason = f"look-ups without a verified result: {[r.id for r in missing]}"
+        reason = f"look-ups or checks without a verified result: {[r.id for r in missing]}"
         self.trace.outcome = {"fallback": True, "reason": reason}
         self.turn.event("REFUSED", reason=reason)
         return AnswerResponse(answer=text, citations=[c for c in numbering.citations if c.id in used], fallback=True,
@@ -204,15 +204,16 @@ class PlannedMode:
 
 def final_task(plan: Plan, results: dict[int, TaskResult], question: str) -> TaskResult | None:
     """The result that answers the whole question by itself: the plan's only sink, a reasoning task
-    (it answered from the chunks behind every input, so it can cite all of them), done with verified
-    sentences, every other task done too, and its task the user's question as asked."""
+    (it answered from the chunks behind every input, so it can cite all of them) or a side-by-side
+    check, done with verified sentences, every other task done too, and its task the user's
+    question as asked."""
     from cograg.control.planner import sink_ids
 
     sinks = sink_ids(plan)
     if len(sinks) != 1 or len(_done(results)) != len(plan.sub_tasks):
         return None
     last = results.get(sinks[0])
-    if last is None or last.kind != "reason" or not last.claims or not last.citations:
+    if last is None or last.kind not in ("reason", "check") or not last.claims or not last.citations:
         return None
     asks_question = " ".join(last.description.split()) == " ".join(question.split())
     return last if asks_question else None
@@ -245,12 +246,13 @@ def with_uncited_inputs(plan: Plan, results: dict[int, TaskResult], final: TaskR
             [r.id for r in added])
 
 
-def failed_lookups(plan: Plan, results: dict[int, TaskResult]) -> list[TaskResult]:
-    """The look-ups (tasks that search: `retrieve`, `rewrite`) that failed or timed out, the
-    second hop of a bridge as much as one side of a comparison. A task skipped because of them,
-    or cancelled with the turn, is not one; nor is a failed reasoning step, whose inputs the
-    synthesis can still conclude from (and is verified doing so)."""
-    searching = {s.id for s in plan.sub_tasks if s.kind in ("retrieve", "rewrite")}
+def failed_findings(plan: Plan, results: dict[int, TaskResult]) -> list[TaskResult]:
+    """The look-ups (tasks that search: `retrieve`, `rewrite`) and side-by-side checks that failed
+    or timed out, the second hop of a bridge as much as one side of a comparison. A task skipped
+    because of them, or cancelled with the turn, is not one; nor is a failed reasoning step, whose
+    inputs the synthesis can still conclude from (and is verified doing so). A check that could not
+    decide is one: a synthesis would decide what its verdicts could not."""
+    searching = {s.id for s in plan.sub_tasks if s.kind in ("retrieve", "rewrite", "check")}
     return [results[i] for i in sorted(searching) if i in results and results[i].status in ("failed", "timeout")]
 
 
