@@ -479,6 +479,15 @@ def test_the_rule_table_can_send_every_comparison_to_r3() -> None:
     assert d.mode == "R3_DAG_PLAN" and searched == []
 
 
+def test_are_both_x_goes_to_r3_even_where_one_search_covers_it() -> None:
+    """Its R3 check decides yes or no from each side's verdict; the rule table can turn that off."""
+    question = "Are Arthur's Magazine and First for Women both American magazines?"
+    d = Router(load_rules(), search=lambda q: result(q, BOTH, 0.9)).route(question)
+    assert d.mode == "R3_DAG_PLAN" and any("decided by R3's check" in r for r in d.reasons)
+    rules = load_rules().model_copy(update={"both_checked_in_r3": False})
+    assert Router(rules, search=lambda q: result(q, BOTH, 0.9)).route(question).mode == "R1_ONE_SHOT_RETRIEVE"
+
+
 # --------------------------------------------------------------------------- bridges: R1 (with its hop) when one search clears the floor
 
 BRIDGE = "Who directed the film that starred the lead singer of the band f(x)?"

@@ -207,6 +207,9 @@ class Router:
         the passages R1 would answer from (then R1 answers it), else None (R3 plans one look-up per entity)."""
         if not rules.comparison_one_search or self.search is None or len(plan.entities) != 2:
             return None
+        if rules.both_checked_in_r3 and plan.plan.sub_tasks[-1].kind == "check":
+            reasons.append("comparison: 'both X?' is decided by R3's check of each side -> R3")
+            return None
         searched = self._one_search(self.search, question, rules, reasons, "comparison")
         if searched is None:
             return None

@@ -100,6 +100,11 @@ class RoutingRules(BaseModel):
         "entities in the passages R1 answers from goes to R1, not R3 (docs/benchmarks.md, control flow on "
         "comparison questions: R3 did not beat R1 there and took twice as long)")
 
+    both_checked_in_r3: bool = Field(
+        True, description="\"Are A and B both X?\" (a category X) goes to R3 even where one search covers it: "
+        "its check decides yes or no from each side's verdict, where R1's model wrote an unsupported yes "
+        "or refused (docs/benchmarks.md, yes/no comparisons)")
+
     bridge_one_search: bool = Field(
         True, description="a bridge question (complexity signal `bridge`, and no comparison, cause or analysis) "
         "whose one search clears the refusal floor goes to R1, whose follow-up hop looks for the second "

@@ -124,6 +124,7 @@ class PlanTaskRunners:
             checked = verifier.verify(sentence, side.citations, evidence).claims
             verdicts.append(checked[0] if checked else ClaimCheck(sentence=sentence, citation_ids=[], kept=False,
                                                                   verdict="UNRELATED", method="none"))
+        t.verdicts += [v.model_dump() for v in verdicts]  # each side's verdict, in the turn's trace
         t.event("VERIFIED", supported=sum(v.verdict == "SUPPORTED" for v in verdicts), total=len(verdicts))
         reason = "; ".join(f"{claim}: {v.verdict} ({v.method})" for claim, v in zip(spec.claims, verdicts, strict=True))
         self._merge_calls(task, t)
