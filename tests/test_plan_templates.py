@@ -112,7 +112,10 @@ def test_were_both_uses_the_past_and_other_verbs_are_no_check():
     assert spec.negations[1] == "Géza von Cziffra was not an American director"
     assert spec.yes == "Yes, King Vidor and Géza von Cziffra were both American directors"
     for question in ("Have Sid Haig and Vic Darchinyan both won titles?", "鲁迅与老舍是否都获得过文学奖？",
-                     "Which opened first, the Linden Bridge or the Rhine Bridge?"):
+                     "Which opened first, the Linden Bridge or the Rhine Bridge?",
+                     # a relation between the two, not what each one is: the `same` shape's reasoning step
+                     "Are Watertown International Airport and Alexandria International Airport both airports "
+                     "in the same state ?", "Are A and B both located in the same city?", "南通和景德镇是否都是同一个省份的城市？"):
         assert category_check(question) is None
 
 

@@ -234,11 +234,18 @@ _BE = ("are", "were", "is", "was")
 
 
 def _both_en(q: str) -> re.Match[str] | None:
+    """"Are A and B both X?" where X is what each one is on its own: not "in the same state" or
+    "in common", which relate the two (the `same` and `in common` shapes ask those)."""
+    if _SAME.match(q) or _IN_COMMON.match(q):
+        return None
     for pattern in (_BOTH, _BOTH_FIRST):
         m = pattern.match(q)
-        if m and q.count(" and ") == 1:
+        if m and q.count(" and ") == 1 and not _RELATIONAL.search(m.group("x")):
             return m
     return None
+
+
+_RELATIONAL = re.compile(r"\b(?:same|different|similar|alike|related|each other|one another|together)\b", re.I)
 
 
 # --------------------------------------------------------------------------- comparison, Chinese
@@ -302,8 +309,9 @@ def category_check(question: str) -> CategoryCheck | None:
     question (and for "do/have" forms, "都获得过…", whose claims and negations are not composed here)."""
     q = " ".join(question.split())
     if is_chinese(q):
-        m = _ZH_BOTH.match(re.sub(r"^请问[，,]?", "", q))
-        if not m or not m.group("x").startswith("是"):
+        q = re.sub(r"^请问[，,]?", "", q)
+        m = None if _ZH_SAME.match(q) else _ZH_BOTH.match(q)
+        if not m or not m.group("x").startswith("是") or re.search(r"同一|相同|一样|同样", m.group("x")):
             return None
         pair = _distinct(_entity_zh(m.group("a")), _entity_zh(m.group("b")))
         if not pair:
