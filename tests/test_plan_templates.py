@@ -343,3 +343,37 @@ def test_a_side_whose_sources_do_not_say_is_a_partial_reply(directors: Engine):
     assert "Ada Blom was a film director of silent comedies" in resp.answer  # what was found is shown
     nodes = {n["id"]: n for n in directors.trace(resp.trace_id)["plan"]["nodes"]}
     assert nodes[3]["status"] == "failed" and "UNRELATED" in nodes[3]["error"]
+
+
+class ChineseRoleJudge(LexicalJudge):
+    """From the case's own words: "甲是乙" is SUPPORTED by a passage saying 甲是乙, CONTRADICTED by
+    one saying 甲是 something else, UNRELATED otherwise."""
+
+    def judge(self, claim: str, passage: str, question: str | None = None) -> JudgeVerdict:
+        m = re.fullmatch(r"(.+?)是(.+?)(?:\s*\[\d+\])*[。.]?", claim.strip())
+        if not m:
+            return super().judge(claim, passage, question)
+        said = re.search(rf"{re.escape(m.group(1))}是([^。]+)", passage)
+        if said is None:
+            return JudgeVerdict(verdict="UNRELATED", reason="the passage does not say what it is")
+        return JudgeVerdict(verdict="SUPPORTED" if said.group(1).startswith(m.group(2)) else "CONTRADICTED",
+                            reason=said.group(0))
+
+
+def test_a_chinese_both_question_says_no_when_one_side_is_something_else(tmp_path: Path):
+    e = make_engine(tmp_path, {"lu.md": "# 鲁迅\n\n鲁迅是作家，代表作有《呐喊》。\n",
+                               "mei.md": "# 梅兰芳\n\n梅兰芳是京剧表演艺术家。\n"})
+
+    def who(q: str, text: str) -> dict:
+        name = q.removesuffix("是谁或是什么？")
+        n = block_with(text, f"{name}是")
+        sentence = re.search(rf"{name}是[^，。]+", text).group(0)
+        return {"answer": f"{sentence}[{n}]。", "citations": [{"id": n, "quote": ""}], "fallback": False}
+
+    try:
+        brain = Brain(plan=lambda text: pytest.fail("the LLM planner must not be asked"), answer=who)
+        resp = ask(e, brain, "鲁迅与梅兰芳是否都是作家？", mode="R3", templates=True, judge=ChineseRoleJudge())
+        assert not resp.fallback and resp.answer.endswith("不，梅兰芳不是作家[2]。"), resp.answer
+        assert brain.kinds.count("answer") == 2
+    finally:
+        e.close()

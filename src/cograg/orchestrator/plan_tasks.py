@@ -7,7 +7,6 @@ its model calls are merged into the turn's trace with the node id in their purpo
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -21,7 +20,7 @@ from cograg.control.models import CancelToken, SubTask, TaskResult
 from cograg.orchestrator.turn import TurnEvidence
 from cograg.retrieval.hops import follow_up_search
 from cograg.retrieval.models import SearchResult
-from cograg.text import normalise_for_match
+from cograg.text import is_chinese, normalise_for_match
 
 TaskRunner = Callable[[SubTask, list[TaskResult], CancelToken], TaskResult]
 
@@ -128,9 +127,9 @@ class PlanTaskRunners:
         t.event("VERIFIED", supported=sum(v.verdict == "SUPPORTED" for v in verdicts), total=len(verdicts))
         reason = "; ".join(f"{claim}: {v.verdict} ({v.method})" for claim, v in zip(spec.claims, verdicts, strict=True))
         self._merge_calls(task, t)
-        zh = bool(re.search(r"[\u4e00-\u9fff]", task.description))
+        zh = is_chinese(task.description)
         contradicted = [i for i, v in enumerate(verdicts) if v.verdict == "CONTRADICTED"]
-        if all(v.verdict == "SUPPORTED" for v in verdicts):
+        if all(v.kept and v.verdict == "SUPPORTED" for v in verdicts):
             cited, text = [0, 1], spec.yes
         elif contradicted:
             cited, text = contradicted[:1], ("不，" if zh else "No, ") + spec.negations[contradicted[0]]
