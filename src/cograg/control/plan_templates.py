@@ -12,6 +12,7 @@ question is planned without a model call.
   "the X of the Y of Z", "When was the author of Z born?", "…的作者是哪国人？") → a look-up of
   the hidden entity, then a look-up that depends on it (its search includes what the first found).
 
+The bridge shapes are `bridge_template.py`, what counts as a named entity `template_entities.py`.
 The patterns are narrow on purpose: a question that fits none with confidence gets None and the
 LLM planner plans it as before. `benchmarks/plan_templates.py` measures how often each fits.
 """
@@ -21,7 +22,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from cograg.control.bridge_template import bridge_lookup
 from cograg.control.models import Plan, SubTask
+from cograg.control.template_entities import distinct_pair, entity_en, entity_zh
 from cograg.text import is_chinese
 
 TemplateName = str  # "comparison" | "bridge"
@@ -45,41 +48,6 @@ class CategoryCheck:
     claims: tuple[str, str]
     negations: tuple[str, str]
     yes: str  # the conclusion when both claims are supported, without its markers
-
-
-# --------------------------------------------------------------------------- shared checks
-
-_WH_EN = re.compile(r"^(?:which|who|whom|whose|what|when|where|why|how|between|both)\b", re.I)
-_AUX_EN = ("is", "was", "are", "were", "has", "had", "have", "won", "did", "does", "do", "became", "starred",
-           "featured", "released", "debuted", "premiered", "originally", "first", "also")
-
-
-def _entity_en(text: str) -> str | None:
-    """A plausible named entity: 1–10 words, a capitalised word, a digit or a quote in it, and not
-    itself a question or a clause."""
-    e = text.strip().strip(",;:").strip()
-    words = e.split()
-    if not 1 <= len(words) <= 10 or _WH_EN.match(e) or "?" in e:
-        return None
-    if not (re.search(r"(?:^|\s)[\"'“‘(]?[A-Z0-9]", e) or re.search(r"[\"“‘]", e)):
-        return None
-    return e
-
-
-_WH_ZH = re.compile(r"哪|谁|什么|是否|是不是|如何|怎么|为什么|多少|吗")
-
-
-def _entity_zh(text: str) -> str | None:
-    e = text.strip().strip("，,：:；;、 ")
-    if not 1 <= len(e) <= 24 or _WH_ZH.search(e) or re.search(r"[，,。？?！!]", e):
-        return None
-    return e
-
-
-def _distinct(a: str | None, b: str | None) -> tuple[str, str] | None:
-    if a is None or b is None or a.lower() == b.lower():
-        return None
-    return a, b
 
 
 # --------------------------------------------------------------------------- comparison, English
@@ -186,12 +154,12 @@ def _comparison_en(q: str) -> tuple[tuple[str, str], tuple[str, str]] | None:
         return None
     m = _BETWEEN.match(q)
     if m:
-        pair = _distinct(_entity_en(m.group("a")), _entity_en(m.group("b")))
+        pair = distinct_pair(entity_en(m.group("a")), entity_en(m.group("b")))
         if pair:
             return pair, (_attribute_question(m.group("pred"), pair[0]), _attribute_question(m.group("pred"), pair[1]))
     m = _AUX_OR.match(q)
     if m and q.count(" or ") == 1:
-        pair = _distinct(_entity_en(m.group("a")), _entity_en(m.group("b")))
+        pair = distinct_pair(entity_en(m.group("a")), entity_en(m.group("b")))
         if pair:
             return pair, (_attribute_question(m.group("pred"), pair[0]), _attribute_question(m.group("pred"), pair[1]))
     m = _WHICH_OR.match(q)
@@ -205,23 +173,23 @@ def _comparison_en(q: str) -> tuple[tuple[str, str], tuple[str, str]] | None:
             if split is None:
                 return None
             pred, a = split
-        pair = _distinct(_entity_en(a), _entity_en(m.group("b")))
+        pair = distinct_pair(entity_en(a), entity_en(m.group("b")))
         if pair and len(pred.split()) <= 10:
             return pair, (_attribute_question(pred, pair[0]), _attribute_question(pred, pair[1]))
     m = _IN_COMMON.match(q)
     if m and q.count(" and ") == 1:
-        pair = _distinct(_entity_en(m.group("a")), _entity_en(m.group("b")))
+        pair = distinct_pair(entity_en(m.group("a")), entity_en(m.group("b")))
         if pair:
             return pair, tuple(f"Who or what is {e}, and what is {e} known for?" for e in pair)  # type: ignore
     m = _SAME.match(q)
     if m and q.count(" and ") == 1:
-        pair = _distinct(_entity_en(m.group("a")), _entity_en(m.group("b")))
+        pair = distinct_pair(entity_en(m.group("a")), entity_en(m.group("b")))
         if pair:
             noun = m.group("noun").lower()
             return pair, tuple(f"What is the {noun} of {e}?" for e in pair)  # type: ignore[return-value]
     m = _both_en(q)
     if m:
-        pair = _distinct(_entity_en(m.group("a")), _entity_en(m.group("b")))
+        pair = distinct_pair(entity_en(m.group("a")), entity_en(m.group("b")))
         if pair:
             if m.group("aux").lower() in _BE:  # decided by a check: look up who or what each one is
                 be = "was" if m.group("aux").lower() in ("were", "was") else "is"
@@ -283,20 +251,20 @@ def _comparison_zh(q: str) -> tuple[tuple[str, str], tuple[str, str]] | None:
     for pattern in (_ZH_WHICH_FIRST, _ZH_OR, _ZH_WHICH):
         m = pattern.match(q)
         if m:
-            pair = _distinct(_entity_zh(m.group("a")), _entity_zh(m.group("b")))
+            pair = distinct_pair(entity_zh(m.group("a")), entity_zh(m.group("b")))
             if pair:
                 return pair, (_attribute_question_zh(m.group("pred"), pair[0]),
                               _attribute_question_zh(m.group("pred"), pair[1]))
     m = _ZH_SAME.match(q)
     if m:
-        pair = _distinct(_entity_zh(m.group("a")), _entity_zh(m.group("b")))
+        pair = distinct_pair(entity_zh(m.group("a")), entity_zh(m.group("b")))
         if pair:
             noun = m.group("noun")
             return pair, tuple(f"{e}的国籍是什么？" if noun in ("国籍", "国家") else f"{e}属于哪个{noun}？"
                                for e in pair)  # type: ignore[return-value]
     m = _ZH_BOTH.match(q)
     if m:
-        pair = _distinct(_entity_zh(m.group("a")), _entity_zh(m.group("b")))
+        pair = distinct_pair(entity_zh(m.group("a")), entity_zh(m.group("b")))
         if pair:
             if m.group("x").startswith("是"):  # decided by a check: look up who or what each one is
                 return pair, tuple(f"{e}是谁或是什么？" for e in pair)  # type: ignore[return-value]
@@ -313,7 +281,7 @@ def category_check(question: str) -> CategoryCheck | None:
         m = None if _ZH_SAME.match(q) else _ZH_BOTH.match(q)
         if not m or not m.group("x").startswith("是") or re.search(r"同一|相同|一样|同样", m.group("x")):
             return None
-        pair = _distinct(_entity_zh(m.group("a")), _entity_zh(m.group("b")))
+        pair = distinct_pair(entity_zh(m.group("a")), entity_zh(m.group("b")))
         if not pair:
             return None
         x = m.group("x")
@@ -322,7 +290,7 @@ def category_check(question: str) -> CategoryCheck | None:
     m = _both_en(q)
     if not m or m.group("aux").lower() not in _BE:
         return None
-    pair = _distinct(_entity_en(m.group("a")), _entity_en(m.group("b")))
+    pair = distinct_pair(entity_en(m.group("a")), entity_en(m.group("b")))
     if not pair:
         return None
     past = m.group("aux").lower() in ("were", "was")
@@ -330,68 +298,6 @@ def category_check(question: str) -> CategoryCheck | None:
     return CategoryCheck(entities=pair, claims=(f"{pair[0]} {be} {one}", f"{pair[1]} {be} {one}"),
                          negations=(f"{pair[0]} {be} not {one}", f"{pair[1]} {be} not {one}"),
                          yes=f"Yes, {pair[0]} and {pair[1]} {are} both {m.group('x')}")
-
-
-# --------------------------------------------------------------------------- bridge
-
-_BRIDGE_NOUNS = (r"film|movie|song|single|album|band|group|book|novel|show|series|television series|TV series|sitcom|"
-                 r"company|team|club|university|college|school|city|town|country|game|video game|magazine|"
-                 r"newspaper|play|musical|station|network|episode|opera|painting|building|airport|actor|actress|"
-                 r"singer|player|politician|writer|author|director|man|woman|person")
-# "Who directed the film that was shot in Leland in 1986?"
-_REL_CLAUSE = re.compile(rf"^(?P<head>(?:who|what|when|where|which \w+|what \w+|in what year|in which year)\s+"
-                         rf"(?:\w+\s+){{0,2}}?\w+)\s+the\s+(?P<noun>{_BRIDGE_NOUNS})\s+"
-                         r"(?P<rel>that|which|who|whom|in which|on which|where|whose)\s+(?P<clause>[^?]{8,}?)\s*\??\s*$",
-                         re.I)
-_PERSON_ROLES = (r"author|director|writer|founder|co-founder|creator|composer|producer|singer|lead singer|father|"
-                 r"mother|wife|husband|son|daughter|designer|architect|inventor|owner|CEO|president|coach|"
-                 r"head coach|captain|manager|editor|publisher|star|lead actor|narrator|host|illustrator|developer")
-# "the X of the Y of Z"
-_OF_OF = re.compile(r"^(?P<wh>who|what|when|where|which)\s+(?P<be>is|was|are|were)\s+the\s+(?P<x>[a-z]+(?:\s[a-z]+)?)"
-                    r"\s+of\s+the\s+(?P<y>[a-z-]+(?:\s[a-z]+)?)\s+of\s+(?P<z>[^?]+?)\s*\??\s*$", re.I)
-# "When was the author of Z born?" / "What nationality is the director of Z?"
-_ROLE_OF = re.compile(r"^(?P<head>when was|where was|in what year was|in which year was|what year was|"
-                      r"what nationality (?:is|was)|what is the nationality of|where did|when did|how old is|"
-                      rf"how old was)\s+the\s+(?P<role>{_PERSON_ROLES})\s+of\s+(?P<z>[^?]+?)"
-                      r"(?:\s+(?:born|die|died|grow up|study|live))?\s*\??\s*$", re.I)
-_ZH_ROLES = (r"作者|导演|创始人|创办人|作曲者|作曲家|编剧|主演|父亲|母亲|妻子|丈夫|设计者|设计师|发明者|发明人|"
-             r"主唱|校长|总统|首任总统|董事长|首席执行官|建筑师")
-# "《红楼梦》的作者是哪国人？"
-_ZH_ROLE_OF = re.compile(rf"^(?P<z>[^，,？?]{{1,24}}?)的(?P<role>{_ZH_ROLES})(?P<rest>是哪国人|是哪里人|是什么时候出生的|"
-                         r"出生于哪一?年|出生在哪里|生于哪一?年|哪一?年出生|来自哪里|来自哪个国家|毕业于哪所[\u4e00-\u9fff]+|"
-                         r"的国籍是什么|的出生地是哪里|的出生日期是什么|还有哪些作品)[？?]?$")
-
-
-_INVERTED = ("is", "was", "are", "were", "did", "does", "do", "has", "have", "had", "will", "would", "can", "could")
-
-
-def _inner_of_clause(noun: str, rel: str, clause: str) -> str:
-    first = clause.split()[0].lower()
-    if rel.lower() in ("that", "which", "who") and first in _AUX_EN:
-        return f"Which {noun} {clause}?"
-    return f"Which {noun} is the one {rel} {clause}?"
-
-
-def _bridge(q: str) -> tuple[str, str] | None:
-    """(first look-up, the entity it is about) or None."""
-    if is_chinese(q):
-        m = _ZH_ROLE_OF.match(q.strip())
-        if m and _entity_zh(m.group("z")):
-            return f"{m.group('z')}的{m.group('role')}是谁？", m.group("z")
-        return None
-    m = _OF_OF.match(q)
-    if m and _entity_en(m.group("z")):
-        who = "Who" if re.fullmatch(_PERSON_ROLES, m.group("y"), re.I) else "What"
-        return f"{who} {m.group('be')} the {m.group('y')} of {m.group('z')}?", m.group("z")
-    m = _ROLE_OF.match(q)
-    if m and _entity_en(m.group("z")):
-        return f"Who is the {m.group('role')} of {m.group('z')}?", m.group("z")
-    m = _REL_CLAUSE.match(q)
-    # "In what year was the man that … born?": an inverted auxiliary leaves the question's own verb
-    # at the end, inside what would be taken for the relative clause
-    if m and " or " not in q and m.group("head").split()[-1].lower() not in _INVERTED:
-        return _inner_of_clause(m.group("noun"), m.group("rel"), m.group("clause").strip()), m.group("clause")
-    return None
 
 
 # --------------------------------------------------------------------------- entry point
@@ -410,7 +316,7 @@ def template_plan(question: str) -> TemplatePlan | None:
             SubTask(id=1, description=qa, dependencies=[], type="retrieve"),
             SubTask(id=2, description=qb, dependencies=[], type="retrieve"),
             SubTask(id=3, description=q, dependencies=[1, 2], type=last)]))
-    bridge = _bridge(q)
+    bridge = bridge_lookup(q)
     if bridge is not None:
         first, about = bridge
         # the second look-up searches the question together with what the first established
