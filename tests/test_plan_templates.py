@@ -377,3 +377,31 @@ def test_a_chinese_both_question_says_no_when_one_side_is_something_else(tmp_pat
         assert brain.kinds.count("answer") == 2
     finally:
         e.close()
+
+
+def only(found: str):
+    """Look-ups that find only `found` (the other look-up's model answer cites nothing)."""
+    def answer(q: str, text: str) -> dict:
+        if found not in q:
+            return {"answer": "", "citations": [], "fallback": True}
+        return who_is(q, text)
+    return answer
+
+
+def test_one_side_that_is_not_an_x_says_no_though_the_other_look_up_failed(directors: Engine):
+    brain = Brain(plan=lambda text: pytest.fail("the LLM planner must not be asked"), answer=only("Cziffra"))
+    resp = ask(directors, brain, "Are King Vidor and Géza von Cziffra both American directors?", mode="R3",
+               templates=True, judge=NationalityJudge())
+    assert not resp.fallback and resp.answer == "No, Géza von Cziffra is not an American director [1]."
+    assert [c.source.rsplit("/", 1)[-1] for c in resp.citations] == ["cziffra.md"]
+    t = directors.trace(resp.trace_id)
+    assert t["plan"]["synthesis"]["method"] == "one_side_check"
+    assert any("CONTRADICTED" == v["verdict"] for v in t["verdicts"])  # the side's own verdict is recorded
+
+
+def test_one_side_that_is_an_x_never_makes_a_yes(directors: Engine):
+    brain = Brain(plan=lambda text: pytest.fail("the LLM planner must not be asked"), answer=only("Hawks"))
+    question = "Are King Vidor and Howard Hawks both American directors?"
+    resp = ask(directors, brain, question, mode="R3", templates=True, judge=NationalityJudge())
+    assert resp.fallback and "Yes" not in resp.answer
+    assert resp.answer.endswith("Not established: Who or what is King Vidor?")

@@ -102,7 +102,8 @@ class PlanTaskRunners:
         claim "A is an X" is verified against the sources A's look-up cited, "B is an X" against
         B's, by the verifier (its deterministic checks, then the judge). Both supported: yes, citing
         both; one contradicted: no, citing the side that is not an X; otherwise not established.
-        The model writes nothing here, so it cannot conclude from one side."""
+        The model writes nothing here, so it cannot conclude from one side. With one look-up
+        failed, the other alone can still say no (one that is not an X makes "both" false), never yes."""
         from cograg.answer.answerer import recording_verifier
         from cograg.answer.verifier import ClaimCheck
         from cograg.control.plan_templates import category_check
@@ -113,11 +114,15 @@ class PlanTaskRunners:
         spec = category_check(task.description)
         sides = _sides(spec.entities, _established(deps)) if spec is not None else None
         if spec is None or sides is None:
-            return self._failed(task, started, "not a question of the form 'are A and B both X?' over two "
+            return self._failed(task, started, "not a question of the form 'are A and B both X?' over "
                                                "established look-ups")
         verifier = recording_verifier(self.answerer.verifier, t)
         verdicts: list[ClaimCheck] = []
         for claim, side in zip(spec.claims, sides, strict=True):
+            if side is None:  # its look-up found nothing: no verdict
+                verdicts.append(ClaimCheck(sentence=claim, citation_ids=[], kept=False, verdict="UNRELATED",
+                                           method="none", reason="its look-up established nothing"))
+                continue
             evidence = {c.id: self._evidence_text(c) for c in side.citations}
             sentence = f"{claim} {''.join(f'[{c.id}]' for c in side.citations)}"
             checked = verifier.verify(sentence, side.citations, evidence).claims
@@ -136,7 +141,7 @@ class PlanTaskRunners:
         else:
             return self._failed(task, started, f"the sources do not establish it ({reason})")
         numbering = CitationNumbering()
-        markers = "".join(f"[{numbering.number(c)}]" for i in cited for c in sides[i].citations)
+        markers = "".join(f"[{numbering.number(c)}]" for i in cited for c in sides[i].citations)  # type: ignore[union-attr]
         statement = f"{text}{'' if zh else ' '}{markers}{'。' if zh else '.'}"
         conclusion = ClaimCheck(sentence=statement, citation_ids=[c.id for c in numbering.citations],
                                 verdict="SUPPORTED", method="check: " + ", ".join(v.method for v in verdicts),
@@ -198,17 +203,21 @@ class PlanTaskRunners:
                           error=None if ok else (resp.notes[0] if resp.notes else "no verified statement"),
                           duration_ms=round((time.perf_counter() - started) * 1000, 1), tokens=tokens)
 
-    def merge_sub_traces(self) -> None:
-        """What the nodes found, in the turn's trace: verdicts, retrieved chunks, injection flags,
-        and the model calls of nodes abandoned mid-way (finished nodes moved theirs already)."""
+    def merge_sub_traces(self, only: int | None = None) -> None:
+        """What the nodes found (or node `only`), in the turn's trace: verdicts, retrieved chunks,
+        injection flags, and the model calls of nodes abandoned mid-way (finished nodes moved theirs
+        already)."""
         trace = self.trace
         for task_id, t in self.sub_traces.items():
+            if only is not None and task_id != only:
+                continue
             trace.verdicts += t.verdicts
             trace.drafts += [{"task": task_id, **d} for d in t.drafts]
             seen = {r["chunk_id"] for r in trace.retrieved}
             trace.retrieved += [r for r in t.retrieved if r["chunk_id"] not in seen]
             trace.injection_flags += t.injection_flags
             trace.model_calls += t.model_calls
+            t.model_calls = []
 
     def node_events(self, task_id: int) -> list[str]:
         t = self.sub_traces.get(task_id)
@@ -219,16 +228,17 @@ def _established(deps: list[TaskResult]) -> list[TaskResult]:
     return [d for d in deps if d.status == "done" and d.statement]
 
 
-def _sides(entities: tuple[str, str], looked_up: list[TaskResult]) -> list[TaskResult] | None:
-    """The look-up of each entity, in the entities' order: the one whose sub-question names it
-    (the template's "Who or what is A?"), else the inputs in plan order; None unless there are two."""
-    if len(looked_up) != 2:
-        return None
+def _sides(entities: tuple[str, str], looked_up: list[TaskResult]) -> list[TaskResult | None] | None:
+    """The established look-up of each entity, in the entities' order (None for an entity whose
+    look-up established nothing): the one whose sub-question names it (the template's "Who or what
+    is A?"), else, with two, the inputs in plan order. None when no look-up can be placed."""
     named = [next((d for d in looked_up if normalise_for_match(e) in normalise_for_match(d.description)), None)
              for e in entities]
-    if all(named) and named[0] is not named[1]:
-        return named  # type: ignore[return-value]
-    return looked_up
+    if len(looked_up) == 2:
+        return named if all(named) and named[0] is not named[1] else list(looked_up)
+    if len(looked_up) == 1 and any(named):
+        return named
+    return None
 
 
 def find_conflicts(results: list[TaskResult], judge: Any, question: str) -> list[dict[str, Any]]:

@@ -40,6 +40,9 @@ class PlannedMode:
         if final is not None:
             return self.from_final_task(plan, results, final)
         missing = [] if conflicts else failed_findings(plan, results)
+        decided = self.check_one_side(plan, results, tasks) if missing else None
+        if decided is not None:
+            return decided
         if missing:
             return self.partial_answer(results, missing)
         synthesizer = self.synthesizer()
@@ -142,6 +145,29 @@ class PlannedMode:
         return AnswerResponse(answer=answer, citations=citations, fallback=False,
                               confidence=confidence, grounded=True, route="MULTI_HOP", trace_id=self.trace.trace_id,
                               claims=claims, notes=notes)
+
+    def check_one_side(self, plan: Plan, results: dict[int, TaskResult], tasks: PlanTaskRunners) -> AnswerResponse | None:
+        """"Are A and B both X?" whose check was skipped because one look-up failed: the other side
+        alone still decides no when its sources contradict "B is an X". The check runs here, on
+        that side; anything but a no leaves the partial reply."""
+        last = plan.sub_tasks[-1]
+        skipped = results.get(last.id)
+        if last.kind != "check" or skipped is None or skipped.status != "skipped":
+            return None
+        decided = tasks.check(last, [results[d] for d in last.dependencies if d in results], self.turn.cancel)
+        tasks.merge_sub_traces(only=last.id)  # the check's verdicts, in the turn's trace
+        self.trace.plan["one_side_check"] = {"task": last.id, "status": decided.status, "error": decided.error}
+        if decided.status != "done":
+            return None
+        results[last.id] = decided
+        self.turn.event("EXECUTION_DONE", status=self.status, done=len(_done(results)), total=len(plan.sub_tasks))
+        self.trace.plan["synthesis"] = {"method": "one_side_check", "task": last.id}
+        self.turn.event("DRAFT_READY", method="one_side_check", citations=len(decided.citations))
+        self.turn.event("VERIFIED", supported=1, total=1, method="one_side_check")
+        incomplete = [r.id for r in results.values() if r.status != "done"]
+        return AnswerResponse(answer=decided.statement, citations=decided.citations, fallback=False, confidence=0.5,
+                              grounded=True, route="MULTI_HOP", trace_id=self.trace.trace_id, claims=decided.claims,
+                              notes=[f"tasks without a verified result: {incomplete}; one side decided the check"])
 
     def partial_answer(self, results: dict[int, TaskResult], missing: list[TaskResult]) -> AnswerResponse:
         """Some look-ups established nothing verifiable, so the question cannot be concluded: no
