@@ -405,3 +405,16 @@ def test_one_side_that_is_an_x_never_makes_a_yes(directors: Engine):
     resp = ask(directors, brain, question, mode="R3", templates=True, judge=NationalityJudge())
     assert resp.fallback and "Yes" not in resp.answer
     assert resp.answer.endswith("Not established: Who or what is King Vidor?")
+
+
+def test_no_one_side_check_after_the_plan_s_budget_is_spent(directors: Engine):
+    """The Vidor look-up hangs past the turn's wall budget: the plan stops there, and no judge
+    call decides the check from the Cziffra side afterwards."""
+    brain = Brain(plan=lambda text: pytest.fail("the LLM planner must not be asked"), answer=who_is,
+                  hang_on="King Vidor")
+    budget = ControlBudget(max_wall_s=1.0, node_timeout_s=5)
+    resp = ask(directors, brain, "Are King Vidor and Géza von Cziffra both American directors?", mode="R3",
+               templates=True, judge=NationalityJudge(), budget=budget)
+    t = directors.trace(resp.trace_id)
+    assert (t["plan"].get("report") or {}).get("status") == "budget_exceeded", t["plan"].get("report")
+    assert "one_side_check" not in t["plan"] and not resp.answer.startswith("No,")

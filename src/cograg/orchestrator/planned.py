@@ -154,6 +154,8 @@ class PlannedMode:
         skipped = results.get(last.id)
         if last.kind != "check" or skipped is None or skipped.status != "skipped":
             return None
+        if self.status in ("budget_exceeded", "cancelled") or self.turn.cancel.cancelled:
+            return None  # no judge call past the plan's budget or after a stop
         decided = tasks.check(last, [results[d] for d in last.dependencies if d in results], self.turn.cancel)
         tasks.merge_sub_traces(only=last.id)  # the check's verdicts, in the turn's trace
         self.trace.plan["one_side_check"] = {"task": last.id, "status": decided.status, "error": decided.error}
