@@ -45,6 +45,7 @@ class CategoryCheck:
     ("A was an American director"), no when one's sources contradict it (`negations`)."""
 
     entities: tuple[str, str]
+    lookups: tuple[str, str]  # who or what each one is: the plan's two look-ups
     claims: tuple[str, str]
     negations: tuple[str, str]
     yes: str  # the conclusion when both claims are supported, without its markers
@@ -114,11 +115,8 @@ def _one_of(x: str) -> str:
 
 
 def _category_question(aux: str, entity: str, x: str) -> str:
-    """'Are A and B both film directors?' → 'Is A a film director?'"""
-    aux = aux.lower()
-    if aux in ("are", "were", "is", "was"):
-        return f"{'Was' if aux in ('were', 'was') else 'Is'} {entity} {_one_of(x)}?"
-    verb = {"are": "Is", "were": "Was", "do": "Does", "did": "Did", "have": "Has", "had": "Had"}[aux]
+    """'Do A and B both have X?' → 'Does A have X?' (the be-verb forms are checks: `category_check`)."""
+    verb = {"do": "Does", "did": "Did", "have": "Has", "had": "Had"}[aux.lower()]
     return f"{verb} {entity} {x}?"
 
 
@@ -190,10 +188,8 @@ def _comparison_en(q: str) -> tuple[tuple[str, str], tuple[str, str]] | None:
     m = _both_en(q)
     if m:
         pair = distinct_pair(entity_en(m.group("a")), entity_en(m.group("b")))
-        if pair:
-            if m.group("aux").lower() in _BE:  # decided by a check: look up who or what each one is
-                be = "was" if m.group("aux").lower() in ("were", "was") else "is"
-                return pair, tuple(f"Who or what {be} {e}?" for e in pair)  # type: ignore[return-value]
+        # with a be-verb it is a check, planned from `category_check` before this is asked
+        if pair and m.group("aux").lower() not in _BE:
             return pair, tuple(_category_question(m.group("aux"), e, m.group("x")) for e in pair)  # type: ignore
     return None
 
@@ -266,10 +262,14 @@ def _comparison_zh(q: str) -> tuple[tuple[str, str], tuple[str, str]] | None:
     if m:
         pair = distinct_pair(entity_zh(m.group("a")), entity_zh(m.group("b")))
         if pair:
-            if m.group("x").startswith("是"):  # decided by a check: look up who or what each one is
-                return pair, tuple(f"{e}是谁或是什么？" for e in pair)  # type: ignore[return-value]
+            if m.group("x").startswith("是"):  # what each one is (a check, unless X relates the two)
+                return pair, (_who_or_what_zh(pair[0]), _who_or_what_zh(pair[1]))
             return pair, tuple(f"{e}{m.group('x')}吗？" for e in pair)  # type: ignore[return-value]
     return None
+
+
+def _who_or_what_zh(entity: str) -> str:
+    return f"{entity}是谁或是什么？"
 
 
 def category_check(question: str) -> CategoryCheck | None:
@@ -285,7 +285,8 @@ def category_check(question: str) -> CategoryCheck | None:
         if not pair:
             return None
         x = m.group("x")
-        return CategoryCheck(entities=pair, claims=(f"{pair[0]}{x}", f"{pair[1]}{x}"),
+        return CategoryCheck(entities=pair, lookups=(_who_or_what_zh(pair[0]), _who_or_what_zh(pair[1])),
+                             claims=(f"{pair[0]}{x}", f"{pair[1]}{x}"),
                              negations=(f"{pair[0]}不{x}", f"{pair[1]}不{x}"), yes=f"是的，{pair[0]}和{pair[1]}都{x}")
     m = _both_en(q)
     if not m or m.group("aux").lower() not in _BE:
@@ -295,7 +296,8 @@ def category_check(question: str) -> CategoryCheck | None:
         return None
     past = m.group("aux").lower() in ("were", "was")
     be, are, one = ("was" if past else "is"), ("were" if past else "are"), _one_of(m.group("x"))
-    return CategoryCheck(entities=pair, claims=(f"{pair[0]} {be} {one}", f"{pair[1]} {be} {one}"),
+    return CategoryCheck(entities=pair, lookups=(f"Who or what {be} {pair[0]}?", f"Who or what {be} {pair[1]}?"),
+                         claims=(f"{pair[0]} {be} {one}", f"{pair[1]} {be} {one}"),
                          negations=(f"{pair[0]} {be} not {one}", f"{pair[1]} {be} not {one}"),
                          yes=f"Yes, {pair[0]} and {pair[1]} {are} both {m.group('x')}")
 
@@ -308,14 +310,15 @@ def template_plan(question: str) -> TemplatePlan | None:
     q = " ".join(question.split())
     if not q:
         return None
-    comparison = _comparison_zh(q) if is_chinese(q) else _comparison_en(q)
+    check = category_check(q)
+    comparison = ((check.entities, check.lookups) if check is not None else
+                  _comparison_zh(q) if is_chinese(q) else _comparison_en(q))
     if comparison is not None:
         (a, b), (qa, qb) = comparison
-        last = "check" if category_check(q) is not None else "reason"
         return TemplatePlan(name="comparison", entities=(a, b), plan=Plan(sub_tasks=[
             SubTask(id=1, description=qa, dependencies=[], type="retrieve"),
             SubTask(id=2, description=qb, dependencies=[], type="retrieve"),
-            SubTask(id=3, description=q, dependencies=[1, 2], type=last)]))
+            SubTask(id=3, description=q, dependencies=[1, 2], type="check" if check is not None else "reason")]))
     bridge = bridge_lookup(q)
     if bridge is not None:
         first, about = bridge

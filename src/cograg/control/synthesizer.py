@@ -63,6 +63,15 @@ class CitationNumbering:
             "sentence": self.renumber(claim.sentence, result),
             "citation_ids": [self.number(own[k]) for k in claim.citation_ids if k in own]})
 
+    def renumber_claims(self, result: TaskResult) -> list[ClaimCheck]:
+        """All of the task's verdicts in the global numbering."""
+        return [self.renumber_claim(c, result) for c in result.claims]
+
+    def cited_by(self, claims: list[ClaimCheck]) -> list[Citation]:
+        """The numbered citations a kept claim cites: those an answer made of `claims` lists."""
+        used = {k for c in claims if c.kept for k in c.citation_ids}
+        return [c for c in self.citations if c.id in used]
+
     def renumber(self, text: str, result: TaskResult) -> str:
         own = {c.id: c for c in result.citations}
 

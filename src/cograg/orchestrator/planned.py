@@ -186,8 +186,7 @@ class PlannedMode:
         for r in sorted(_done(results), key=lambda r: r.id):
             if not r.citations:
                 continue
-            for claim in r.claims:
-                claim = numbering.renumber_claim(claim, r)
+            for claim in numbering.renumber_claims(r):
                 if claim.kept:
                     # the task's "Yes," answered the task's question, not the user's; a bare "Yes"
                     # says nothing without it
@@ -201,14 +200,13 @@ class PlannedMode:
         if not parts:
             raise ModeFailed("R3: tasks " + ", ".join(str(r.id) for r in missing) + " established nothing, "
                              "and no other task a verified statement")
-        used = {k for c in claims if c.kept for k in c.citation_ids}
         asked = ("；" if zh else " ").join(r.description.strip() for r in missing)
         text = message("refusal.partial", "zh" if zh else "en", statements=("" if zh else " ").join(parts),
                        missing=asked)
         reason = f"look-ups or checks without a verified result: {[r.id for r in missing]}"
         self.trace.outcome = {"fallback": True, "reason": reason}
         self.turn.event("REFUSED", reason=reason)
-        return AnswerResponse(answer=text, citations=[c for c in numbering.citations if c.id in used], fallback=True,
+        return AnswerResponse(answer=text, citations=numbering.cited_by(claims), fallback=True,
                               confidence=0.0, grounded=True, route="MULTI_HOP", trace_id=self.trace.trace_id,
                               claims=claims, notes=[reason])
 
@@ -268,10 +266,8 @@ def with_uncited_inputs(plan: Plan, results: dict[int, TaskResult], final: TaskR
     claims: list[ClaimCheck] = []
     for r in [*added, final]:
         parts.append(numbering.renumber_statement(r))
-        claims += [numbering.renumber_claim(c, r) for c in r.claims]
-    used = {k for c in claims if c.kept for k in c.citation_ids}
-    return (("" if chinese else " ").join(parts), [c for c in numbering.citations if c.id in used], claims,
-            [r.id for r in added])
+        claims += numbering.renumber_claims(r)
+    return ("" if chinese else " ").join(parts), numbering.cited_by(claims), claims, [r.id for r in added]
 
 
 def failed_findings(plan: Plan, results: dict[int, TaskResult]) -> list[TaskResult]:
