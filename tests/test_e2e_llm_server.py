@@ -13,6 +13,7 @@ from cograg.config import ControlBudget, Settings
 from cograg.control.planner import Planner
 from cograg.control.router import LLMRouteScorer
 from cograg.engine import Engine
+from cograg.models.judge import LLMJudge
 from cograg.models.llm import OpenAICompatLLM
 from cograg.models.model_files import ModelError, ensure_model
 from tests.llm_server_support import serve_gguf
@@ -79,4 +80,7 @@ def test_router_planner_and_verifier_through_llama_cpp_server(tmp_path: Path, se
         # a typed verdict came back over HTTP; whether the 0.5B judge gets this one right is a
         # question of the model's quality (it has said SUPPORTED here), which `cograg eval verifier`
         # measures: this test is about the wiring
-        assert other.verdict in ("SUPPORTED", "CONTRADICTED", "UNRELATED") and other.reason
+        assert other.verdict in ("SUPPORTED", "CONTRADICTED", "UNRELATED") and other.reason == ""
+        # by default the server's grammar closes the reply after the verdict; with reasons it does not
+        reasoned = LLMJudge(judge.llm, reasons=True).judge("The Linden Bridge has two arches.", passage)
+        assert reasoned.verdict in ("SUPPORTED", "CONTRADICTED", "UNRELATED") and reasoned.reason

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from cograg.answer.contract import Citation
 from cograg.answer.verifier import Verifier, evidence_window, is_verbatim
 from cograg.models.judge import JudgeVerdict, LLMJudge
@@ -85,7 +87,7 @@ class BatchLLM:
         self.drop = drop
         self.fail_single = fail_single
 
-    def chat_json(self, messages, schema, *, max_tokens, timeout_s=None):
+    def chat_json(self, messages, schema, *, max_tokens, timeout_s=None, enforced_schema=None):
         import re
 
         self.calls += 1
@@ -159,3 +161,55 @@ def test_the_judge_reason_is_bounded_after_the_verdict_and_cut_not_rejected() ->
     assert g.is_relevant and len(g.reasoning) == MAX_REASON_CHARS
     # in a batch, claim 2's verdict follows claim 1's reason: that reason stays unbounded
     assert "maxLength" not in ClaimVerdict.model_json_schema()["properties"]["reason"]
+
+
+def test_without_reasons_the_judge_shows_the_full_schema_and_enforces_only_the_verdict() -> None:
+    from cograg.models.judge import JudgeDecision
+    from cograg.testing import ScriptedLLM
+
+    for reasons, enforced in ((False, JudgeDecision), (True, JudgeVerdict)):
+        # the scripted model answers what a grammar-stopped model writes: the verdict only
+        llm = ScriptedLLM(['{"verdict": "CONTRADICTED"}'])
+        v = LLMJudge(llm, reasons=reasons).judge("The bridge has nine arches.", "It has seven arches.", "How many?")
+        assert v.verdict == "CONTRADICTED" and v.reason == ""
+        call = llm.calls[0]
+        assert call.kwargs["schema"] is enforced
+        # the prompt is the same either way: it shows the reason, so every token before it is too
+        assert '"reason"' in call.messages[0].content
+
+
+def test_an_enforced_schema_must_be_the_leading_fields_with_defaults_after() -> None:
+    from pydantic import BaseModel
+
+    from cograg.models import ModelError
+    from cograg.models.judge import JudgeDecision
+    from cograg.models.llm.types import check_enforced_schema
+
+    class ReasonFirst(BaseModel):
+        reason: str = ""
+
+    class NeedsMore(BaseModel):
+        verdict: str
+        detail: str
+
+    class VerdictOnly(BaseModel):
+        verdict: str
+
+    check_enforced_schema(JudgeVerdict, JudgeDecision)  # the judge's pair is fine
+    for shown, enforced in ((JudgeVerdict, ReasonFirst), (NeedsMore, VerdictOnly)):
+        with pytest.raises(ModelError, match="leading fields"):
+            check_enforced_schema(shown, enforced)
+
+
+def test_the_grammar_of_the_verdict_only_reply_closes_after_the_verdict() -> None:
+    pytest.importorskip("llama_cpp")
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    from cograg.models.judge import JudgeDecision
+
+    full = json_schema_to_gbnf(json.dumps(JudgeVerdict.model_json_schema(), sort_keys=True))
+    short = json_schema_to_gbnf(json.dumps(JudgeDecision.model_json_schema(), sort_keys=True))
+    assert "reason" in full and "reason" not in short
+    # the verdict rule is the same one in both, so a greedy model writes the same verdict
+    verdict_rule = next(line for line in full.splitlines() if line.startswith("verdict ::="))
+    assert verdict_rule in short.splitlines()

@@ -204,7 +204,7 @@ def _judge(settings: Settings, llm: Lazy[Any]) -> Any:
     v = settings.verification
     if v.judge == "llm":
         return judges.LLMJudge(DeferredLLM(llm, role="judge"), max_tokens=v.judge_max_tokens,
-                               timeout_s=v.judge_timeout_s)
+                               timeout_s=v.judge_timeout_s, reasons=v.judge_reasons)
     if v.judge == "lexical":
         return judges.LexicalJudge()
     if v.judge.startswith("nli:"):

@@ -103,6 +103,9 @@ class VerificationConfig(_Section):
     min_supported_ratio: float = Field(0.5, description="conservative reply below this share of supported sentences")
     # room for the reason: a reason cut off mid-string makes the whole verdict invalid JSON
     judge_max_tokens: int = Field(192, ge=16)
+    judge_reasons: bool = Field(
+        False, description="the LLM judge writes a one-sentence reason after each single-claim verdict "
+        "(~2 s per claim on 2 cores); the verdict is the same either way")
     judge_timeout_s: float = Field(120.0, gt=0)
 
 

@@ -112,7 +112,8 @@ def build_judge(spec: str, engine: Any, settings: Settings) -> Any:
         model = spec[4:] or settings.models.llm
         same_model = engine is not None and model == engine.settings.models.llm
         llm = engine.components.llm.get() if same_model else get_llm(model, cache_dir=settings.model_cache_dir)
-        return judges.LLMJudge(llm, max_tokens=v.judge_max_tokens, timeout_s=v.judge_timeout_s)
+        return judges.LLMJudge(llm, max_tokens=v.judge_max_tokens, timeout_s=v.judge_timeout_s,
+                               reasons=v.judge_reasons)
     raise CogragError(f"unknown judge {spec!r}: use lexical, nli:DIR, llm or llm:MODEL")
 
 

@@ -36,6 +36,14 @@ class JudgeVerdict(BaseModel):
         return cut_reason(value)
 
 
+class JudgeDecision(BaseModel):
+    """The grammar of a judge reply without its reason (`LLMJudge(reasons=False)`): the model
+    stops after the verdict. The prompt still shows `JudgeVerdict`, so the verdict is the one the
+    model would write before its reason; ~24 generated tokens fewer, ~2 s per claim on 2 cores."""
+
+    verdict: Verdict
+
+
 class ClaimVerdict(BaseModel):
     # unbounded: in a batch, claim 2's verdict follows claim 1's reason, so a bound could change it
     claim: int
@@ -70,10 +78,12 @@ class LLMJudge:
     """The `judge_claim` prompt through any LLM's schema-constrained JSON."""
 
     # room for the reason: a reason cut off mid-string makes the whole verdict invalid JSON
-    def __init__(self, llm: Any, *, max_tokens: int = 192, timeout_s: float | None = 120.0) -> None:
+    def __init__(self, llm: Any, *, max_tokens: int = 192, timeout_s: float | None = 120.0,
+                 reasons: bool = False) -> None:
         from cograg.prompts import load_prompt
 
         self.llm = llm
+        self.reasons = reasons
         self.prompt = load_prompt("judge_claim")
         self.batch_prompt = load_prompt("judge_claims")
         self.max_tokens = max_tokens
@@ -93,7 +103,12 @@ class LLMJudge:
 
     def judge(self, claim: str, passage: str, question: str | None = None) -> JudgeVerdict:
         messages = _turns(self.prompt.render_turns(claim=claim, passage=passage, question=question))
-        verdict, _ = self.llm.chat_json(messages, JudgeVerdict, max_tokens=self.max_tokens, timeout_s=self.timeout_s)
+        if self.reasons:
+            verdict, _ = self.llm.chat_json(messages, JudgeVerdict, max_tokens=self.max_tokens,
+                                            timeout_s=self.timeout_s)
+        else:
+            verdict, _ = self.llm.chat_json(messages, JudgeVerdict, max_tokens=self.max_tokens,
+                                            timeout_s=self.timeout_s, enforced_schema=JudgeDecision)
         return verdict  # type: ignore[no-any-return]
 
     def judge_many(self, items: list[tuple[str, str]], question: str | None = None) -> list[JudgeVerdict | None]:

@@ -23,6 +23,7 @@ from cograg.models.llm.types import (
     Messages,
     T,
     check_chat_args,
+    check_enforced_schema,
     check_schema,
     coerce_messages,
 )
@@ -83,18 +84,27 @@ class ChatModelBase:
         *,
         max_tokens: int = 512,
         timeout_s: float | None = None,
+        enforced_schema: type[BaseModel] | None = None,
     ) -> tuple[T, LLMResponse]:
         """A validated `schema` instance and the response (token counts summed over attempts).
 
         The schema is shown to the model (and enforced where the backend can); the answer is
         parsed with `parse_json_output`. If that fails, the model is asked once more with the
         validation error appended; then LLMOutputError. `timeout_s` bounds both attempts together.
+
+        `enforced_schema`, when given, is what the backend enforces instead: the leading fields of
+        `schema` only, so a constrained model stops once it has written them (the judge's verdict
+        without its reason). The prompt, and so every token up to there, stays as with `schema`;
+        the fields after take their defaults.
         """
         check_schema(schema)
+        if enforced_schema is not None:
+            check_enforced_schema(schema, enforced_schema)
         check_chat_args(max_tokens, 0.0, timeout_s)
         msgs = with_json_instruction(coerce_messages(messages), schema)
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        first = self._json_attempt(msgs, schema, max_tokens, timeout_s)
+        enforced = enforced_schema or schema
+        first = self._json_attempt(msgs, enforced, max_tokens, timeout_s)
         try:
             return parse_json_output(first.text, schema), first
         except LLMOutputError as err:
@@ -112,7 +122,7 @@ class ChatModelBase:
             ChatMessage(role="assistant", content=first.text),
             ChatMessage(role="user", content=retry_message(first_error)),
         ]
-        second = self._json_attempt(retry, schema, max_tokens, left)
+        second = self._json_attempt(retry, enforced, max_tokens, left)
         total = second.model_copy(
             update={
                 "prompt_tokens": first.prompt_tokens + second.prompt_tokens,

@@ -124,6 +124,7 @@ class LLM(Protocol):
         *,
         max_tokens: int = 512,
         timeout_s: float | None = None,
+        enforced_schema: type[BaseModel] | None = None,
     ) -> tuple[T, LLMResponse]: ...
 
     def count_tokens(self, text: str) -> int: ...
@@ -163,6 +164,17 @@ def check_chat_args(max_tokens: int, temperature: float, timeout_s: float | None
 def check_schema(schema: Any) -> None:
     if not (isinstance(schema, type) and issubclass(schema, BaseModel)):
         raise ModelError(f"schema must be a pydantic model class, got {schema!r}")
+
+
+def check_enforced_schema(schema: type[BaseModel], enforced: Any) -> None:
+    """ModelError unless `enforced` is `schema`'s leading fields (the same names, types and order)
+    and every field after them has a default, so a reply that stops after them still validates."""
+    check_schema(enforced)
+    fields, head = list(schema.model_fields.items()), list(enforced.model_fields.items())
+    same = [(n, f.annotation) for n, f in fields[:len(head)]] == [(n, f.annotation) for n, f in head]
+    if not same or any(f.is_required() for _, f in fields[len(head):]):
+        raise ModelError(f"{enforced.__name__} must be the leading fields of {schema.__name__}, "
+                         "and the fields after them must have defaults")
 
 
 def summarise_validation(exc: ValidationError, limit: int = 5) -> str:
