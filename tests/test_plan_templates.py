@@ -418,3 +418,24 @@ def test_no_one_side_check_after_the_plan_s_budget_is_spent(directors: Engine):
     t = directors.trace(resp.trace_id)
     assert (t["plan"].get("report") or {}).get("status") == "budget_exceeded", t["plan"].get("report")
     assert "one_side_check" not in t["plan"] and not resp.answer.startswith("No,")
+
+
+def test_the_other_side_s_statement_comes_with_a_no_when_both_sides_are_records_of_one_file(tmp_path: Path):
+    """Both people are records of one JSONL file, so both look-ups cite the same document: the
+    check's "No" cites B's record only, and A's verified statement, which cites another record,
+    is still delivered before it (sources are compared by chunk, not by document)."""
+    rows = [{"title": "King Vidor", "text": "King Vidor was an American film director and producer."},
+            {"title": "Ada Blom", "text": "Ada Blom was a film director of silent comedies. " * 30},
+            {"title": "Géza von Cziffra", "text": "Géza von Cziffra was a Hungarian film director and screenwriter."}]
+    e = make_engine(tmp_path, {"people.jsonl": "\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n"})
+    try:
+        brain = Brain(plan=lambda text: pytest.fail("the LLM planner must not be asked"), answer=who_is)
+        resp = ask(e, brain, "Are King Vidor and Géza von Cziffra both American directors?", mode="R3",
+                   templates=True, judge=NationalityJudge())
+        assert not resp.fallback, resp.answer
+        assert resp.answer.startswith("King Vidor was an American film director and producer ["), resp.answer
+        assert resp.answer.endswith("No, Géza von Cziffra is not an American director [2].")
+        assert_verified(resp)
+        assert len({c.chunk_id for c in resp.citations}) == 2 and len({c.doc_id for c in resp.citations}) == 1
+    finally:
+        e.close()

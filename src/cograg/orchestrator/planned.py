@@ -248,17 +248,18 @@ def final_task(plan: Plan, results: dict[int, TaskResult], question: str) -> Tas
 def with_uncited_inputs(plan: Plan, results: dict[int, TaskResult], final: TaskResult,
                         chinese: bool) -> tuple[str, list[Citation], list[ClaimCheck], list[int]]:
     """The final task's answer, preceded by the verified statement of every input task whose
-    documents it does not cite (a comparison that cites only one side's source would otherwise
-    leave the other side's fact unsourced in the answer). The statements were verified in their
-    tasks against the same chunks; only the marker numbers change, so no model call is made.
+    sources it does not cite (a comparison that cites only one side's source would otherwise
+    leave the other side's fact unsourced in the answer). Sources are chunks, not documents: the
+    two sides are often records of one file. The statements were verified in their tasks against
+    the same chunks; only the marker numbers change, so no model call is made.
     Returns (answer, citations, claims, ids of the tasks added)."""
     from cograg.control.synthesizer import CitationNumbering
 
     deps = next((s.dependencies for s in plan.sub_tasks if s.id == final.id), [])
-    cited_docs = {c.doc_id for c in final.citations}
+    cited_chunks = {c.chunk_id for c in final.citations}
     added = [results[d] for d in deps if d in results and results[d].status == "done" and results[d].statement
              and results[d].citations and any(c.kept for c in results[d].claims)
-             and not cited_docs & {c.doc_id for c in results[d].citations}]
+             and not cited_chunks & {c.chunk_id for c in results[d].citations}]
     if not added:
         return final.statement, final.citations, final.claims, []
     numbering = CitationNumbering()
