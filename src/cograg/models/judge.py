@@ -39,7 +39,8 @@ class JudgeVerdict(BaseModel):
 class JudgeDecision(BaseModel):
     """The grammar of a judge reply without its reason (`LLMJudge(reasons=False)`): the model
     stops after the verdict. The prompt still shows `JudgeVerdict`, so the verdict is the one the
-    model would write before its reason; ~24 generated tokens fewer, ~2 s per claim on 2 cores."""
+    model would write before its reason: ~20 generated tokens fewer, 1.5–2 s per claim on 2 cores
+    (benchmarks/judge_reasons.py)."""
 
     verdict: Verdict
 
@@ -103,12 +104,10 @@ class LLMJudge:
 
     def judge(self, claim: str, passage: str, question: str | None = None) -> JudgeVerdict:
         messages = _turns(self.prompt.render_turns(claim=claim, passage=passage, question=question))
-        if self.reasons:
-            verdict, _ = self.llm.chat_json(messages, JudgeVerdict, max_tokens=self.max_tokens,
-                                            timeout_s=self.timeout_s)
-        else:
-            verdict, _ = self.llm.chat_json(messages, JudgeVerdict, max_tokens=self.max_tokens,
-                                            timeout_s=self.timeout_s, enforced_schema=JudgeDecision)
+        # with reasons, an LLM that predates `enforced_schema` still works
+        stop_after_verdict = {} if self.reasons else {"enforced_schema": JudgeDecision}
+        verdict, _ = self.llm.chat_json(messages, JudgeVerdict, max_tokens=self.max_tokens, timeout_s=self.timeout_s,
+                                        **stop_after_verdict)
         return verdict  # type: ignore[no-any-return]
 
     def judge_many(self, items: list[tuple[str, str]], question: str | None = None) -> list[JudgeVerdict | None]:
