@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import time
@@ -123,16 +122,13 @@ def main() -> None:
     ap.add_argument("--kinds", default="judge,grade", help="judge, grade or both")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
-    from cograg.models.llm.llama_cpp import LlamaCppLLM
-    from cograg.models.model_files import ensure_model
+    from benchmarks_common import report_on_default_llm
 
-    llm = LlamaCppLLM(ensure_model("default", args.model_cache))
-    load_before = os.getloadavg()
-    rows = run(llm, args.data, args.n, args.kinds.split(","))
-    report = {"load_average_before": load_before, "load_average_after": os.getloadavg(), "summary": summary(rows),
-              "rows": rows}
-    llm.close()
-    print(json.dumps(report if args.json else report["summary"], ensure_ascii=False, indent=1))
+    def measured(llm):
+        rows = run(llm, args.data, args.n, args.kinds.split(","))
+        return rows, summary(rows)
+
+    report_on_default_llm(args.model_cache, measured, args.json)
 
 
 if __name__ == "__main__":
