@@ -1030,3 +1030,23 @@ def test_roles_share_one_model_and_each_keeps_its_cached_prompt(fast_model_path)
     assert fresh.chat(ask(head_a, "What is the capital of Italy?"), max_tokens=12).text == again_a.text
     assert fresh.chat(ask(head_j, "Claim: Rome is in Spain."), max_tokens=4).text == again_j.text
     fresh.close()
+
+
+@slow
+def test_the_real_model_quotes_the_context_verbatim_under_the_grammar(fast_llm):
+    """The 0.5B model through llama.cpp, asked for a quote in words that are not the source's: the
+    grammar (Chinese text and quotation marks included) makes the quote a sentence of a block.
+    The grammar does not tie a quote to the id written before it; the contract does."""
+    from cograg.answer.contract import DraftAnswer, quote_choices, validate_draft, verbatim_draft_schema
+    from tests.test_verbatim_quotes import BRIDGE, TEA, block
+
+    blocks = [block(1, BRIDGE), block(2, TEA)]
+    docs = "\n".join(f'<document id="{b.citation_id}">\n{b.text}\n</document>' for b in blocks)
+    messages = [ChatMessage(role="system", content="Answer from the documents. Cite a block id and a quote."),
+                ChatMessage(role="user", content=f"{docs}\n\n银雾是哪一年育成的？用你自己的话写引文。")]
+    draft, _ = fast_llm.chat_json(messages, DraftAnswer, max_tokens=160, enforced_schema=verbatim_draft_schema(blocks))
+    assert draft.citations, draft
+    assert all(c.quote in quote_choices(BRIDGE) + quote_choices(TEA) for c in draft.citations), draft
+    # under any id: the contract moves a quote to the block whose text it is (misnumbered_citations)
+    validated = validate_draft(draft, blocks)
+    assert validated.citations and all(c.quote in {1: BRIDGE, 2: TEA}[int(c.chunk_id[1])] for c in validated.citations)

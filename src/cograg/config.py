@@ -86,6 +86,9 @@ class AnswerConfig(_Section):
     max_answer_tokens: int = Field(384, ge=16)
     max_sentences: int = Field(5, ge=1)
     llm_timeout_s: float = Field(120.0, gt=0)
+    verbatim_quotes: bool = Field(
+        True, description="the backend constrains each citation's quote to a sentence or clause of the "
+        "context, verbatim, and its id to a block's (answer/contract.verbatim_draft_schema)")
 
     def evidence_floor(self, *, chinese: bool, source: str | None = None) -> float:
         """The refusal floor for a best evidence score from `source` ("reranker…" or a cosine)."""

@@ -17,7 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from cograg.answer.contract import (Citation, ContractIssues, DraftAnswer, distinct_sentences, strip_markers,
-                                    validate_draft)
+                                    validate_draft, verbatim_draft_schema)
 from cograg.answer.injection import obeyed_injection, redact, untrusted_quote
 from cograg.answer.verifier import ClaimCheck, Verifier
 from cograg.config import AnswerConfig, VerificationConfig
@@ -250,10 +250,12 @@ class Answerer:
         removed = RemovedCounts()
         validated = None
         retry_reason: str | None = None
+        enforced = verbatim_draft_schema(clean_blocks) if self.config.verbatim_quotes else None
         for attempt in range(2):
             try:
                 draft, _ = llm.chat_json(self._messages(q, clean_blocks, retry_reason, facts), DraftAnswer,
-                                         max_tokens=self.config.max_answer_tokens, timeout_s=self.config.llm_timeout_s)
+                                         max_tokens=self.config.max_answer_tokens, timeout_s=self.config.llm_timeout_s,
+                                         enforced_schema=enforced)
             except ModelError as exc:
                 trace.event("MODEL_ERROR", error=f"{type(exc).__name__}: {exc}"[:300])
                 if attempt == 0:

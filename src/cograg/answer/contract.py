@@ -10,6 +10,7 @@ that matches nothing in its chunk makes the citation invalid, and it is dropped 
 from __future__ import annotations
 
 import re
+from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -23,7 +24,7 @@ from cograg.answer.quotes import (CJK_CHAR, QUOTE_CONTAINED_MIN_COVERAGE, QUOTE_
                                   find_quote, locate_quote)
 from cograg.index.analyzer import analyze
 from cograg.retrieval.packing import ContextBlock
-from cograg.text import is_verbatim, normalise_for_match, numbers_in, split_sentences
+from cograg.text import is_verbatim, normalise_for_match, numbers_in, sentence_spans, split_sentences
 
 # a quote this short ("1998年") may occur in many blocks: it does not say which one the model meant
 MIN_MOVED_QUOTE_CHARS = 8
@@ -62,6 +63,36 @@ class DraftAnswer(BaseModel):
     @classmethod
     def _cap_citations(cls, v: list[DraftCitation]) -> list[DraftCitation]:
         return v[:MAX_CITATIONS]
+
+
+QUOTE_MAX_SENTENCES = 3  # a quote may run over this many consecutive sentences of a chunk
+
+
+def quote_choices(text: str) -> list[str]:
+    """What a quote of this chunk text may be, verbatim: up to QUOTE_MAX_SENTENCES consecutive
+    sentences (the 1.5B model often copies from a paragraph's first sentence on to the one it
+    means), or one clause (`chunk_sentences`); 4 characters or more."""
+    spans = sentence_spans(text)
+    runs = [text[spans[i][0]:spans[j][1]] for i in range(len(spans))
+            for j in range(i, min(i + QUOTE_MAX_SENTENCES, len(spans)))]
+    return [q for q in dict.fromkeys([*runs, *chunk_sentences(text)]) if len(q) >= 4]
+
+
+def verbatim_draft_schema(blocks: list[ContextBlock]) -> type[BaseModel] | None:
+    """`DraftAnswer` as the backend enforces it (`chat_json(..., enforced_schema=...)`): each
+    citation's id is one of the blocks' and its quote one of their sentences, runs of sentences or
+    clauses (`quote_choices`), verbatim, so a quote cannot be a paraphrase, a sentence the model made
+    up or text stitched across chunks. The model still writes the id first: a quote copied from
+    another block than the one it numbered is moved there (`misnumbered_citations`). None when the
+    blocks hold no such text."""
+    from cograg.models.llm.types import narrowed_schema
+
+    quotes = list(dict.fromkeys(q for b in blocks for t in (b.chunk_texts or [b.text]) for q in quote_choices(t)))
+    if not quotes:
+        return None
+    ids = tuple(dict.fromkeys(b.citation_id for b in blocks))
+    citation = narrowed_schema(DraftCitation, "VerbatimCitation", id=Literal[ids], quote=Literal[tuple(quotes)])
+    return narrowed_schema(DraftAnswer, "VerbatimDraft", citations=list[citation])  # type: ignore[valid-type]
 
 
 class Citation(BaseModel):

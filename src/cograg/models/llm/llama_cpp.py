@@ -339,7 +339,7 @@ class LlamaCppLLM(ChatModelBase):
 
     @functools.lru_cache(maxsize=64)  # noqa: B019 - one instance per model, bounded
     def _grammar_text(self, schema_json: str) -> str:
-        from llama_cpp.llama_grammar import json_schema_to_gbnf
+        from cograg.models.llm.json_grammar import json_schema_to_gbnf
 
         return json_schema_to_gbnf(schema_json)
 

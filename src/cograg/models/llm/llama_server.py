@@ -12,6 +12,8 @@ cost 0.25–1.4 s per generated token on a loaded 2-core machine (docs/benchmark
 Such requests are sampled without repetition penalties, as the embedded backend samples them: the
 server's default `repeat_penalty` of 1.1 would otherwise apply, and a JSON answer repeats quotes,
 braces and keys by construction. Requests that are not greedy or carry no grammar are untouched.
+Enum and const strings in a schema become grammar literals as the embedded backend writes them
+(`json_grammar`): UTF-8 as is, escaped once.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from cograg.models.llm import grammar_sampling
+from cograg.models.llm.json_grammar import patch_constant_literals
 
 
 def patch_llama_class() -> None:
@@ -28,6 +31,7 @@ def patch_llama_class() -> None:
     base = llama_cpp.Llama
     if getattr(base, "_cograg_grammar_last", False):
         return
+    patch_constant_literals()  # enum and const strings as the model writes them (json_grammar)
 
     class GrammarLastLlama(base):  # type: ignore[misc,valid-type]
         _cograg_grammar_last = True

@@ -166,11 +166,36 @@ def check_schema(schema: Any) -> None:
         raise ModelError(f"schema must be a pydantic model class, got {schema!r}")
 
 
+_NARROWS = "__cograg_narrows__"
+
+
+def narrowed_schema(schema: type[BaseModel], name: str, **narrower: Any) -> type[BaseModel]:
+    """`schema` with the same fields in the same order, some of a narrower type (`narrower`:
+    field name → annotation, e.g. a `Literal` of allowed strings; a narrowed field is required),
+    for `enforced_schema`: the backend constrains the reply to it while the prompt shows `schema`,
+    and the reply is parsed with `schema`, so every value the narrow type admits must be valid there."""
+    from pydantic import create_model
+
+    unknown = set(narrower) - set(schema.model_fields)
+    if unknown:
+        raise ModelError(f"{schema.__name__} has no field {', '.join(sorted(unknown))}")
+    fields: dict[str, Any] = {n: (narrower[n], ...) if n in narrower else (f.annotation, f)
+                              for n, f in schema.model_fields.items()}
+    model = create_model(name, **fields)
+    setattr(model, _NARROWS, schema)
+    return model
+
+
 def check_enforced_schema(schema: type[BaseModel], enforced: Any) -> None:
     """ModelError unless `enforced` is `schema`'s leading fields (the same names, types and order)
-    and every field after them has a default, so a reply that stops after them still validates."""
+    and every field after them has a default, so a reply that stops after them still validates;
+    or `schema` narrowed by `narrowed_schema` (all of its fields, some of them narrower)."""
     check_schema(enforced)
     fields, head = list(schema.model_fields.items()), list(enforced.model_fields.items())
+    if getattr(enforced, _NARROWS, None) is schema:
+        if [n for n, _ in fields] == [n for n, _ in head]:
+            return
+        raise ModelError(f"{enforced.__name__} must have the fields of {schema.__name__}, in order")
     same = [(n, f.annotation) for n, f in fields[:len(head)]] == [(n, f.annotation) for n, f in head]
     if not same or any(f.is_required() for _, f in fields[len(head):]):
         raise ModelError(f"{enforced.__name__} must be the leading fields of {schema.__name__}, "

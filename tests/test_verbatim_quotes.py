@@ -1,0 +1,112 @@
+"""Quotes constrained to the context's own text (answer/contract.verbatim_draft_schema) and the
+grammar that carries them to llama.cpp (models/llm/json_grammar). The real model's constrained
+reply: tests/test_models_llm.py, `test_the_real_model_quotes_the_context_verbatim_under_the_grammar`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+import pytest
+from pydantic import BaseModel, ValidationError
+
+from cograg.answer.answerer import AnswerConfig
+from cograg.answer.contract import DraftAnswer, DraftCitation, quote_choices, verbatim_draft_schema
+from cograg.models import ModelError
+from cograg.models.llm.json_grammar import gbnf_literal, json_constant_literal, json_schema_to_gbnf
+from cograg.models.llm.types import check_enforced_schema, narrowed_schema
+from cograg.retrieval.packing import ContextBlock
+from cograg.testing import ScriptedLLM
+from tests.test_answer import OPEN, answering, ask, block_number, make_engine
+
+BRIDGE = ("The council resolved to build a crossing. The design was entrusted to Tobias Marrick, who proposed "
+          "seven arches; work began in 1806. The bridge opened in 1811.")
+TEA = '银雾茶树品种于1987年育成。它的"叶片"较大，适合制作绿茶。'
+
+
+def block(n: int, *chunks: str) -> ContextBlock:
+    return ContextBlock(citation_id=n, doc_id=f"d{n}", chunk_ids=[f"c{n}-{i}" for i in range(len(chunks))],
+                        chunk_texts=list(chunks), text="\n\n".join(chunks), token_count=50, best_rank=n,
+                        source=f"s{n}", title=f"t{n}")
+
+
+def test_quote_choices_are_runs_of_up_to_three_sentences_and_single_clauses():
+    choices = quote_choices(BRIDGE)
+    assert "The council resolved to build a crossing." in choices
+    assert ("The council resolved to build a crossing. The design was entrusted to Tobias Marrick, who proposed "
+            "seven arches; work began in 1806.") in choices  # a run, with the text between as it stands
+    assert BRIDGE in choices  # three sentences
+    assert "work began in 1806." in choices  # a clause (split at the semicolon)
+    assert all(c in BRIDGE for c in choices)
+    four = "One a. Two b. Three c. Four d."
+    assert four not in quote_choices(four) and "Two b. Three c. Four d." in quote_choices(four)
+
+
+def test_the_enforced_draft_admits_only_block_ids_and_verbatim_context_text():
+    blocks = [block(1, BRIDGE), block(2, TEA, "第二块没有句号")]
+    schema = verbatim_draft_schema(blocks)
+    assert schema is not None
+    check_enforced_schema(DraftAnswer, schema)  # what chat_json checks before enforcing it
+    ok = {"answer": "x [2]", "citations": [{"id": 2, "quote": '它的"叶片"较大，适合制作绿茶。'}], "fallback": False}
+    assert schema.model_validate(ok).citations[0].quote == '它的"叶片"较大，适合制作绿茶。'
+    assert schema.model_validate({"answer": "x", "citations": [{"id": 2, "quote": "第二块没有句号"}]})
+    for bad in ({"id": 3, "quote": "The bridge opened in 1811."},  # a block that is not there
+                {"id": 1, "quote": "The bridge opened in 1812."},  # not the text
+                {"id": 1, "quote": "The bridge opened in 1811. 银雾茶树品种于1987年育成。"},  # across chunks
+                {"id": 1}):  # no quote
+        with pytest.raises(ValidationError):
+            schema.model_validate({"answer": "x", "citations": [bad]})
+    # the reply is parsed with DraftAnswer, so whatever the narrow schema admits is a valid draft
+    assert DraftAnswer.model_validate(ok).citations[0].id == 2
+    assert verbatim_draft_schema([block(1, "短")]) is None  # nothing that can stand as a quote
+
+
+def test_a_narrowed_schema_must_narrow_the_shown_one():
+    class Other(BaseModel):
+        answer: str
+        citations: list[DraftCitation] = []
+        fallback: bool = False
+
+    narrowed = narrowed_schema(Other, "NarrowOther", answer=Literal["a"])
+    with pytest.raises(ModelError):
+        check_enforced_schema(DraftAnswer, narrowed)  # the same fields, but not narrowed from DraftAnswer
+    check_enforced_schema(Other, narrowed)
+    with pytest.raises(ModelError):
+        narrowed_schema(DraftAnswer, "Bad", nope=str)
+    assert narrowed.model_fields["answer"].is_required() and not narrowed.model_fields["fallback"].is_required()
+
+
+def test_string_constants_become_literals_the_model_can_write():
+    # llama-cpp-python's converter writes json.dumps(value): "\u94f6…" escapes a model never writes,
+    # and a quotation mark's JSON escape ends the GBNF literal early
+    assert json_constant_literal('银"雾\\') == gbnf_literal('"银\\"雾\\\\"') == '"\\"银\\\\\\"雾\\\\\\\\\\""'
+    schema = verbatim_draft_schema([block(1, TEA)])
+    grammar = json_schema_to_gbnf(json.dumps(schema.model_json_schema(), sort_keys=True))
+    rule = next(line for line in grammar.splitlines() if line.startswith("VerbatimCitation-quote ::="))
+    assert '"\\"银雾茶树品种于1987年育成。\\""' in rule and "\\u" not in rule
+    assert '"\\"它的\\\\\\"叶片\\\\\\"较大，适合制作绿茶。\\""' in rule
+    assert next(line for line in grammar.splitlines() if line.startswith("VerbatimCitation-id ::=")).endswith('"1"')
+
+
+def test_the_answerer_enforces_verbatim_quotes_unless_told_not_to(tmp_path: Path):
+    eng = make_engine(tmp_path)
+    try:
+        for config, constrained in ((OPEN, True), (OPEN.model_copy(update={"verbatim_quotes": False}), False)):
+            llm = ScriptedLLM([answering("The Linden Bridge has seven arches [{n}].", "seven arches",
+                                         quote="It has seven arches.")])
+            r = ask(eng, llm, "How many arches does the Linden Bridge have?", config=config)
+            assert not r.fallback and r.citations[0].quote == "It has seven arches."
+            enforced = llm.calls[0].kwargs["schema"]
+            assert (enforced is not DraftAnswer) is constrained
+            if constrained:  # what the backend may write: this turn's blocks and their text only
+                n = block_number(llm.calls[0].messages, "seven arches")
+                enforced.model_validate({"answer": "x", "citations": [{"id": n, "quote": "It has seven arches."}]})
+                with pytest.raises(ValidationError):
+                    enforced.model_validate({"answer": "x", "citations": [{"id": n, "quote": "It has 7 arches."}]})
+    finally:
+        eng.close()
+
+
+def test_answer_config_default_is_on():
+    assert AnswerConfig().verbatim_quotes is True
