@@ -31,13 +31,16 @@ def block(n: int, *chunks: str) -> ContextBlock:
                         source=f"s{n}", title=f"t{n}")
 
 
-def test_quote_choices_are_runs_of_up_to_three_sentences_and_single_clauses():
+def test_quote_choices_are_runs_of_up_to_three_sentences_or_of_clauses_within_one():
     choices = quote_choices(BRIDGE)
     assert "The council resolved to build a crossing." in choices
     assert ("The council resolved to build a crossing. The design was entrusted to Tobias Marrick, who proposed "
             "seven arches; work began in 1806.") in choices  # a run, with the text between as it stands
     assert BRIDGE in choices  # three sentences
     assert "work began in 1806." in choices  # a clause (split at the semicolon)
+    assert "who proposed seven arches" in choices and "The design was entrusted to Tobias Marrick" in choices
+    assert "Tobias Marrick, who proposed" not in choices  # clauses are whole: no start inside one
+    assert "它的\"叶片\"较大" in quote_choices(TEA) and "适合制作绿茶。" in quote_choices(TEA)
     assert all(c in BRIDGE for c in choices)
     four = "One a. Two b. Three c. Four d."
     assert four not in quote_choices(four) and "Two b. Three c. Four d." in quote_choices(four)

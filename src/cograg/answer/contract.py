@@ -66,22 +66,35 @@ class DraftAnswer(BaseModel):
 
 
 QUOTE_MAX_SENTENCES = 3  # a quote may run over this many consecutive sentences of a chunk
+QUOTE_MAX_CLAUSES = 12  # clause boundaries considered per sentence (ranges grow with their square)
+_CLAUSE_STOP = re.compile(r"[,，、;；:：]")
+
+
+def _clause_ranges(text: str, start: int, end: int) -> list[str]:
+    """Every run of whole clauses of the sentence text[start:end]: it starts at the sentence's start
+    or after a comma, semicolon or colon, and ends at the sentence's end or just before one."""
+    stops = [m.start() for m in _CLAUSE_STOP.finditer(text, start, end)][:QUOTE_MAX_CLAUSES]
+    starts = [start] + [p + 1 + len(text[p + 1:end]) - len(text[p + 1:end].lstrip()) for p in stops]
+    ends = stops + [end]
+    return [text[a:b].rstrip() for a in starts for b in ends if b - a >= 4]
 
 
 def quote_choices(text: str) -> list[str]:
     """What a quote of this chunk text may be, verbatim: up to QUOTE_MAX_SENTENCES consecutive
     sentences (the 1.5B model often copies from a paragraph's first sentence on to the one it
-    means), or one clause (`chunk_sentences`); 4 characters or more."""
+    means), or any run of whole clauses within one sentence ("杉原祥造自掏腰包标下数珠丸。" of a
+    longer sentence, or a sentence up to a comma); 4 characters or more."""
     spans = sentence_spans(text)
     runs = [text[spans[i][0]:spans[j][1]] for i in range(len(spans))
             for j in range(i, min(i + QUOTE_MAX_SENTENCES, len(spans)))]
-    return [q for q in dict.fromkeys([*runs, *chunk_sentences(text)]) if len(q) >= 4]
+    clauses = [c for s, e in spans for c in _clause_ranges(text, s, e)]
+    return [q for q in dict.fromkeys([*runs, *clauses]) if len(q) >= 4]
 
 
 def verbatim_draft_schema(blocks: list[ContextBlock]) -> type[BaseModel] | None:
     """`DraftAnswer` as the backend enforces it (`chat_json(..., enforced_schema=...)`): each
     citation's id is one of the blocks' and its quote one of their sentences, runs of sentences or
-    clauses (`quote_choices`), verbatim, so a quote cannot be a paraphrase, a sentence the model made
+    runs of clauses (`quote_choices`), verbatim, so a quote cannot be a paraphrase, a sentence the model made
     up or text stitched across chunks. The model still writes the id first: a quote copied from
     another block than the one it numbered is moved there (`misnumbered_citations`). None when the
     blocks hold no such text."""
