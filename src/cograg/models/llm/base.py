@@ -94,8 +94,9 @@ class ChatModelBase:
 
         `enforced_schema`, when given, is what the backend enforces instead: the leading fields of
         `schema` only, so a constrained model stops once it has written them (the judge's verdict
-        without its reason). The prompt, and so every token up to there, stays as with `schema`;
-        the fields after take their defaults.
+        without its reason; the fields after take their defaults), or `schema` with narrower field
+        types (`narrowed_schema`: the answer's quotes limited to the context's text). The prompt
+        shows `schema` either way, and the reply is parsed with it.
         """
         check_schema(schema)
         if enforced_schema is not None:

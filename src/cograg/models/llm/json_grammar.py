@@ -5,7 +5,7 @@ llama-cpp-python's converter (`llama_cpp.llama_grammar.json_schema_to_gbnf`) ren
 non-ASCII characters become `\\uXXXX` escapes, so a Chinese constant can only be produced by a model
 spelling out escape sequences it never writes, and a JSON escape (`\\"` for a quotation mark inside
 the value) is not escaped again for GBNF, so its backslash ends the literal and the grammar breaks.
-An enum of source sentences (`cograg.answer.quotes.verbatim_draft_schema`) has both. Here a constant
+An enum of source sentences (`cograg.answer.contract.verbatim_draft_schema`) has both. Here a constant
 is the JSON text with its characters as they are (`ensure_ascii=False`), escaped once for GBNF.
 """
 
@@ -40,8 +40,6 @@ def json_schema_to_gbnf(schema_json: str) -> str:
     schema = converter.resolve_refs(schema, "stdin")
     converter.visit(schema, "")
     return str(converter.format_grammar())
-
-
 
 
 def patch_constant_literals() -> None:
