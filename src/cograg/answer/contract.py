@@ -67,15 +67,16 @@ class DraftAnswer(BaseModel):
 
 QUOTE_MAX_SENTENCES = 3  # a quote may run over this many consecutive sentences of a chunk
 QUOTE_MAX_CLAUSES = 12  # clause boundaries considered per sentence (ranges grow with their square)
-_CLAUSE_STOP = re.compile(r"[,，、;；:：]")
+_CLAUSE_STOP = re.compile(r"[,，、;；:：]\s*")
 
 
 def _clause_ranges(text: str, start: int, end: int) -> list[str]:
     """Every run of whole clauses of the sentence text[start:end]: it starts at the sentence's start
-    or after a comma, semicolon or colon, and ends at the sentence's end or just before one."""
-    stops = [m.start() for m in _CLAUSE_STOP.finditer(text, start, end)][:QUOTE_MAX_CLAUSES]
-    starts = [start] + [p + 1 + len(text[p + 1:end]) - len(text[p + 1:end].lstrip()) for p in stops]
-    ends = stops + [end]
+    or after a comma, semicolon or colon (and the spaces after it), and ends at the sentence's end
+    or just before one."""
+    stops = list(_CLAUSE_STOP.finditer(text, start, end))[:QUOTE_MAX_CLAUSES]
+    starts = [start] + [m.end() for m in stops]
+    ends = [m.start() for m in stops] + [end]
     return [text[a:b].rstrip() for a in starts for b in ends if b - a >= 4]
 
 
