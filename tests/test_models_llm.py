@@ -1004,6 +1004,30 @@ def test_grammar_last_sampling_gives_the_chain_s_tokens(fast_model_path, monkeyp
 
 
 @slow
+def test_prompt_lookup_drafts_are_checked_in_batches_and_copy_text_exactly(fast_model_path):
+    """With prompt-lookup drafts (models/llm/lookup_decoding.py) the model checks the drafted
+    tokens in batched decodes that read logits at every position: a copying reply must come out
+    word for word, in fewer decode calls than tokens generated (drafts were kept)."""
+    passage = ("The Linden Bridge was designed by the engineer Tobias Marrick, who proposed a stone bridge "
+               "of seven semicircular arches with pointed cutwaters to break up drifting ice.")
+    messages = [ChatMessage(role="system", content="Repeat the user's text exactly, with no other words."),
+                ChatMessage(role="user", content=passage)]
+    llm = LlamaCppLLM(fast_model_path, n_ctx=1024, lookup_draft=4)
+    try:
+        resp = llm.chat(messages, max_tokens=60)
+        times = llm.lookup_times
+        assert "Tobias Marrick, who proposed a stone bridge of seven semicircular arches with pointed cutwaters" \
+            in resp.text, resp.text
+        assert 0 < times.generation_calls < resp.completion_tokens, (times, resp.completion_tokens)
+        assert times.prompt_tokens == resp.prompt_tokens - resp.cached_tokens > 0
+        assert resp.eval_ms == pytest.approx(times.generation_ms, abs=0.1)
+        again = llm.chat(messages, max_tokens=60)  # the prompt is cached now, the drafts still checked
+        assert again.text == resp.text and again.cached_tokens >= resp.prompt_tokens - 1
+    finally:
+        llm.close()
+
+
+@slow
 def test_roles_share_one_model_and_each_keeps_its_cached_prompt(fast_model_path):
     """Role handles (`for_role`) use the one loaded model and context; when the role changes, the
     leaving role's KV state is saved and the arriving one's put back, so alternating answer and

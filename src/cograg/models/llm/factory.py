@@ -49,13 +49,34 @@ def _prefix_state_dir(cache_dir: str) -> Path | None:
     return Path(cache_dir) / "prefix-state"
 
 
+# Prompt-lookup draft length for the embedded models (see models.llm.lookup_decoding); 0 turns it off.
+LOOKUP_ENV = "COGRAG_LLM_LOOKUP"
+DEFAULT_LOOKUP_DRAFT = 0
+
+
+def _lookup_draft() -> int:
+    raw = os.environ.get(LOOKUP_ENV, "").strip().lower()
+    if not raw:
+        return DEFAULT_LOOKUP_DRAFT
+    if raw in ("0", "false", "off", "no"):
+        return 0
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ModelError(f"${LOOKUP_ENV} must be a draft length (0 = off), got {raw!r}") from None
+    if not 0 <= value <= 64:
+        raise ModelError(f"${LOOKUP_ENV} must be between 0 and 64, got {value}")
+    return value
+
+
 @functools.lru_cache(maxsize=None)
 def _cached_llm(spec: str, cache_dir: str) -> LLM:
     from cograg.models.model_files import PROFILES, ensure_model, verify_file
 
     if spec in PROFILES:
         path = ensure_model(spec, Path(cache_dir))
-        return LlamaCppLLM(path, name=f"llama.cpp:{path.stem}", prefix_state_dir=_prefix_state_dir(cache_dir))
+        return LlamaCppLLM(path, name=f"llama.cpp:{path.stem}", prefix_state_dir=_prefix_state_dir(cache_dir),
+                           lookup_draft=_lookup_draft())
     if spec.startswith("gguf:"):
         rest = spec[len("gguf:") :]
         path_text, _, frag = rest.partition("#")
@@ -69,7 +90,7 @@ def _cached_llm(spec: str, cache_dir: str) -> LLM:
             verify_file(path, value.strip())
         elif not path.is_file():
             raise LLMUnavailable(f"model file not found: {path}")
-        return LlamaCppLLM(path, prefix_state_dir=_prefix_state_dir(cache_dir))
+        return LlamaCppLLM(path, prefix_state_dir=_prefix_state_dir(cache_dir), lookup_draft=_lookup_draft())
     if spec.startswith("openai:"):
         url, _, model = spec[len("openai:") :].partition("#")
         return OpenAICompatLLM(url.strip(), model.strip() or None, api_key=os.environ.get(OPENAI_KEY_ENV))

@@ -24,7 +24,7 @@ from cograg.models import ModelError
 from cograg.models.compute import COMPUTE_LOCK, fixed_threads, threads_for_next_job
 from cograg.models.llm.base import ChatModelBase
 from cograg.models.llm.llama_cpp_library import Deadline, import_llama_cpp
-from cograg.models.llm import grammar_sampling
+from cograg.models.llm import grammar_sampling, lookup_decoding
 from cograg.models.llm.prefix_state import PrefixStateFiles, common_prefix_len
 from cograg.models.llm.role_states import RoleStates
 from cograg.models.llm.types import (
@@ -85,6 +85,7 @@ class LlamaCppLLM(ChatModelBase):
         name: str | None = None,
         n_batch: int = 512,
         prefix_state_dir: str | os.PathLike[str] | None = None,
+        lookup_draft: int = 0,
     ) -> None:
         path = Path(model_path).expanduser()
         if not path.is_file():
@@ -107,13 +108,17 @@ class LlamaCppLLM(ChatModelBase):
         except Exception as exc:  # ValueError("Failed to load model from file") and friends
             raise ModelError(f"cannot load the GGUF model {path}: {exc}") from exc
         grammar_sampling.install(self._llama)  # greedy JSON: ask the grammar about the argmax first
+        self.lookup_times: lookup_decoding.DecodeTimes | None = None
+        if lookup_draft > 0:  # copied text is checked in batches of drafts, not token by token
+            drafts = lookup_decoding.PromptLookupDrafts(max_draft=lookup_draft)
+            self.lookup_times = lookup_decoding.install(self._llama, drafts)
         self.path = path
         self.n_threads = threads
         self.n_ctx = int(self._llama.n_ctx())
         self.seed = seed
         self.name = name or f"llama.cpp:{path.stem}"
         self._init_args = {"n_ctx": n_ctx, "n_threads": n_threads, "seed": seed, "name": self.name, "n_batch": n_batch,
-                           "prefix_state_dir": prefix_state_dir}
+                           "prefix_state_dir": prefix_state_dir, "lookup_draft": lookup_draft}
         self.prefix_states = (PrefixStateFiles(Path(prefix_state_dir), path, self.n_ctx)
                               if prefix_state_dir is not None else None)
         self.role = "answer"
@@ -204,14 +209,21 @@ class LlamaCppLLM(ChatModelBase):
     def _perf_reset(self) -> None:
         import llama_cpp
 
+        if self.lookup_times is not None:
+            self.lookup_times.reset()
         with contextlib.suppress(Exception):
             llama_cpp.llama_perf_context_reset(self._llama._ctx.ctx)
 
     def _perf(self, prompt_tokens: int) -> dict[str, Any]:
-        """llama.cpp's own timings of the last call: prompt tokens it evaluated (the rest came from
-        the KV cache), milliseconds for the prompt and for the generated tokens."""
+        """The last call's timings: prompt tokens evaluated (the rest came from the KV cache),
+        milliseconds for the prompt and for generation (llama.cpp's own counters, or with
+        prompt-lookup drafts the decode calls' wall times, which book draft checks as generation)."""
         import llama_cpp
 
+        if self.lookup_times is not None:  # llama.cpp's counters would book draft checks as prompt
+            t = self.lookup_times
+            return {"cached_tokens": max(0, prompt_tokens - t.prompt_tokens), "prompt_eval_ms": round(t.prompt_ms, 1),
+                    "eval_ms": round(t.generation_ms, 1), "threads": self.n_threads}
         try:
             p = llama_cpp.llama_perf_context(self._llama._ctx.ctx)
         except Exception:
@@ -251,6 +263,8 @@ class LlamaCppLLM(ChatModelBase):
 
     def _create(self, job: _Job, temperature: float, *, stop: list[str] | None = None, grammar: Any = None,
                 stream: bool = False) -> Any:
+        if self.lookup_times is not None:
+            self.lookup_times.generating()
         return self._llama.create_completion(
             prompt=job.tokens,
             max_tokens=job.max_new,
