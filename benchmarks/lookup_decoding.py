@@ -29,9 +29,10 @@ from cograg.models.llm.factory import LOOKUP_ENV  # noqa: E402
 from cograg.models.llm.lookup_decoding import PromptLookupDrafts  # noqa: E402
 
 
-def answer_call(row: dict) -> dict:
-    call = next(c for c in row["calls"] if c["purpose"] == "generate")
-    return {"s": round(call["duration_ms"] / 1000, 2), "tokens": call["completion_tokens"]}
+def answer_call(row: dict) -> dict | None:
+    """The first answer call's wall time and generated tokens; None for a turn refused before any."""
+    call = next((c for c in row["calls"] if c["purpose"] == "generate"), None)
+    return None if call is None else {"s": round(call["duration_ms"] / 1000, 2), "tokens": call["completion_tokens"]}
 
 
 def main() -> None:
@@ -53,7 +54,7 @@ def main() -> None:
         llama.draft_model = drafts if with_drafts else None
         return one_answer(engs[q["corpus"]], q, None)
 
-    rows = []
+    rows = []  # questions with an answer call in both runs
     out = args.out or RESULTS / f"lookup-decoding-d{args.draft}.jsonl"
     with open(out, "w", encoding="utf-8") as fh:
         for i, q in enumerate(pick(args.data, args.n)):
@@ -66,6 +67,9 @@ def main() -> None:
                 row[key] = {"answer": r["answer"], "fallback": r["fallback"], "contains_gold": r["contains_gold"],
                             "latency_s": r["latency_s"], "answer_call": answer_call(r)}
             row["same_text"] = row["lookup"]["answer"] == row["plain"]["answer"]
+            if row["plain"]["answer_call"] is None or row["lookup"]["answer_call"] is None:
+                print(f"[{i + 1}/{args.n}] no answer call (refused before the model)", flush=True)
+                continue
             fh.write(json.dumps(row, ensure_ascii=False) + "\n")
             fh.flush()
             rows.append(row)

@@ -16,7 +16,10 @@ and its drafts) — which is all the verification reads (`Llama.sample` indexes 
 outputs from its end).
 
 With greedy decoding the kept tokens are the tokens plain decoding picks, up to the floating-point
-difference between a batched and a one-token decode (the benchmark compares the texts).
+difference between a batched and a one-token decode: near-ties can go the other way, so an answer
+may change. Off by default (`COGRAG_LLM_LOOKUP=N` turns it on): 4-token drafts took 0.89x the
+answer call's time, 8-token drafts 1.25x (docs/benchmarks.md, "Prompt-lookup drafts without every
+prompt token's logits").
 """
 
 from __future__ import annotations
