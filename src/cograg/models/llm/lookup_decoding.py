@@ -4,8 +4,9 @@ An answer copies from its context: each quote is the context's own text (the gra
 and the sentences often reuse its wording. Prompt-lookup decoding proposes the tokens that followed
 the text's last few tokens where they occurred before (in the prompt or the output so far); the
 model checks all of them in one batched decode and keeps the prefix it would have generated anyway.
-A batch of a few tokens costs about as much time as one on a CPU, so every accepted draft token is
-a decode step saved.
+On two cores a batch of five tokens costs less than five one-token decodes but more than one, so
+drafts pay only where enough of them are kept (the benchmark below: four-token drafts do, eight do
+not).
 
 llama-cpp-python's own draft path (`Llama(draft_model=...)`) turns on `logits_all`: llama.cpp then
 computes the output layer for every prompt token and llama-cpp-python copies each 151,936-wide row
@@ -41,7 +42,7 @@ class PromptLookupDrafts:
         self.max_draft = max_draft
         self.max_ngram = max_ngram
         self.min_ngram = min_ngram
-        self.proposed = 0  # draft tokens handed out (acceptance is counted by llama.cpp's decode counters)
+        self.proposed = 0  # draft tokens handed out (what was kept shows in DecodeTimes.generation_calls)
 
     def __call__(self, input_ids: Any, /, **_: Any) -> np.ndarray:
         ids = np.asarray(input_ids, dtype=np.intc)
