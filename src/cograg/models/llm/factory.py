@@ -41,10 +41,11 @@ def _unknown(spec: Any) -> ModelError:
 
 # Set to 0/false/off to keep no prompt-prefix states on disk (see models.llm.prefix_state).
 PREFIX_STATE_ENV = "COGRAG_LLM_PREFIX_STATE"
+_OFF = ("0", "false", "off", "no")  # what an environment switch accepts for "off"
 
 
 def _prefix_state_dir(cache_dir: str) -> Path | None:
-    if os.environ.get(PREFIX_STATE_ENV, "").strip().lower() in ("0", "false", "off", "no"):
+    if os.environ.get(PREFIX_STATE_ENV, "").strip().lower() in _OFF:
         return None
     return Path(cache_dir) / "prefix-state"
 
@@ -58,7 +59,7 @@ def _lookup_draft() -> int:
     raw = os.environ.get(LOOKUP_ENV, "").strip().lower()
     if not raw:
         return DEFAULT_LOOKUP_DRAFT
-    if raw in ("0", "false", "off", "no"):
+    if raw in _OFF:
         return 0
     try:
         value = int(raw)
