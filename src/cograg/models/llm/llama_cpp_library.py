@@ -1,5 +1,6 @@
 """Loading llama-cpp-python, and what cograg changes about it process-wide: its standard streams
-left alone, its log filtered to errors; and the stopping criterion that enforces a deadline.
+left alone, its log filtered to errors (by native code where it can be built); and the stopping
+criterion that enforces a deadline.
 
 llama-cpp-python is imported only when a model is loaded, so the rest of cograg works without it.
 """
@@ -59,13 +60,21 @@ def _keep_standard_streams(llama_cpp: Any) -> None:
     for module in (llama_cpp.llama, llama_cpp._internals, llama_cpp.llama_chat_format):
         module.suppress_stdout_stderr = _StreamsUntouched
 
-    @llama_cpp.llama_log_callback
-    def errors_only(level: int, text: bytes, user_data: Any) -> None:
-        if level == _GGML_LOG_LEVEL_ERROR:
-            _log.error("llama.cpp: %s", text.decode("utf-8", "replace").rstrip())
+    # native where a C compiler is at hand: a Python callback makes a background load wait for the
+    # GIL ~2,100 times (models.llm.native_log)
+    from cograg.config import default_model_cache
+    from cograg.models.llm.native_log import native_log_callback
 
-    _LOG_CALLBACK = errors_only  # referenced here, or ctypes frees the callback llama.cpp calls
-    llama_cpp.llama_log_set(errors_only, ctypes.c_void_p(0))
+    callback = native_log_callback(llama_cpp, default_model_cache() / "native")
+    if callback is None:
+        @llama_cpp.llama_log_callback
+        def errors_only(level: int, text: bytes, user_data: Any) -> None:
+            if level == _GGML_LOG_LEVEL_ERROR:
+                _log.error("llama.cpp: %s", text.decode("utf-8", "replace").rstrip())
+
+        callback = errors_only
+    _LOG_CALLBACK = callback  # referenced here, or ctypes frees the callback llama.cpp calls
+    llama_cpp.llama_log_set(callback, ctypes.c_void_p(0))
 
 
 class Deadline:
