@@ -4,7 +4,7 @@ llama.cpp calls its log callback ~2,100 times while it loads the 1.5B model (deb
 one per tensor and more), and cograg drops all but errors. A Python callback must take the GIL for
 each call. `cograg ask` loads the model in a background thread while the turn's thread builds the
 embedder, whose tokenizer holds the GIL inside one long call of the `tokenizers` extension, so the
-load stood still meanwhile: 3.6 s beside the embedder against 2.1 s alone, and 2.1 s with a native
+load stood still meanwhile: 3.3 s beside the embedder against 2.1 s alone, and 2.2 s with a native
 callback (benchmarks/llm_load.py; docs/benchmarks.md, "The LLM's log callback in native code").
 
 The callback is a few lines of C, compiled once per machine with the C compiler that built
