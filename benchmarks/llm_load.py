@@ -32,19 +32,10 @@ RESULTS = REPO / "benchmarks" / "results"
 
 
 def _python_log_callback() -> None:
-    import ctypes
+    from cograg.models.llm import llama_cpp_library as library
 
-    from cograg.models.llm import llama_cpp_library
-
-    llama_cpp = llama_cpp_library.import_llama_cpp()  # installs cograg's callback; replaced here
-
-    @llama_cpp.llama_log_callback
-    def errors_only(level: int, text: bytes, user_data: object) -> None:
-        if level == 4:
-            print("llama.cpp:", text.decode("utf-8", "replace").rstrip(), file=sys.stderr)
-
-    llama_cpp_library._LOG_CALLBACK = errors_only
-    llama_cpp.llama_log_set(errors_only, ctypes.c_void_p(0))
+    llama_cpp = library.import_llama_cpp()  # installs cograg's callback; replaced here by its fallback
+    library.set_log_callback(llama_cpp, library.python_log_callback(llama_cpp))
 
 
 def child_load(variant: str) -> dict:

@@ -63,3 +63,21 @@ def test_llama_cpp_gets_the_native_callback(tmp_path: Path, monkeypatch):
     address = ctypes.cast(callback, ctypes.c_void_p).value
     library = ctypes.CDLL(str(native_log.build_library(tmp_path)))
     assert address == ctypes.cast(getattr(library, native_log.SYMBOL), ctypes.c_void_p).value
+
+
+def test_without_native_code_cograg_installs_its_python_callback(tmp_path: Path, monkeypatch):
+    llama_cpp = pytest.importorskip("llama_cpp")
+    from cograg.models.llm import llama_cpp_library as library
+
+    library.import_llama_cpp()
+    before = library._LOG_CALLBACK
+    monkeypatch.setattr(native_log, "_compiler", lambda: None)
+    monkeypatch.setenv("COGRAG_MODEL_CACHE", str(tmp_path))  # nothing built there yet
+    monkeypatch.setattr(library, "_LOG_CALLBACK", None)
+    try:
+        library._keep_standard_streams(llama_cpp)
+        installed = library._LOG_CALLBACK
+        assert isinstance(installed, llama_cpp.llama_log_callback)
+        assert not hasattr(installed, "_cograg_library")  # the Python function, not the library's
+    finally:
+        library.set_log_callback(llama_cpp, before)

@@ -54,7 +54,6 @@ def _keep_standard_streams(llama_cpp: Any) -> None:
     threads print meanwhile is lost, a greeting's whole answer included. llama.cpp's own messages
     go through its log callback, which already drops everything below ERROR when not verbose, so
     the redirection is not needed to keep the terminal quiet."""
-    global _LOG_CALLBACK
     if _LOG_CALLBACK is not None:
         return
     for module in (llama_cpp.llama, llama_cpp._internals, llama_cpp.llama_chat_format):
@@ -65,14 +64,25 @@ def _keep_standard_streams(llama_cpp: Any) -> None:
     from cograg.config import default_model_cache
     from cograg.models.llm.native_log import native_log_callback
 
-    callback = native_log_callback(llama_cpp, default_model_cache() / "native")
-    if callback is None:
-        @llama_cpp.llama_log_callback
-        def errors_only(level: int, text: bytes, user_data: Any) -> None:
-            if level == _GGML_LOG_LEVEL_ERROR:
-                _log.error("llama.cpp: %s", text.decode("utf-8", "replace").rstrip())
+    set_log_callback(llama_cpp, native_log_callback(llama_cpp, default_model_cache() / "native")
+                     or python_log_callback(llama_cpp))
 
-        callback = errors_only
+
+def python_log_callback(llama_cpp: Any) -> Any:
+    """llama.cpp's log callback in Python: errors to `logging`, everything else dropped (the
+    fallback where the native one cannot be built)."""
+
+    @llama_cpp.llama_log_callback
+    def errors_only(level: int, text: bytes, user_data: Any) -> None:
+        if level == _GGML_LOG_LEVEL_ERROR:
+            _log.error("llama.cpp: %s", text.decode("utf-8", "replace").rstrip())
+
+    return errors_only
+
+
+def set_log_callback(llama_cpp: Any, callback: Any) -> None:
+    """Make `callback` llama.cpp's log callback for the whole process."""
+    global _LOG_CALLBACK
     _LOG_CALLBACK = callback  # referenced here, or ctypes frees the callback llama.cpp calls
     llama_cpp.llama_log_set(callback, ctypes.c_void_p(0))
 

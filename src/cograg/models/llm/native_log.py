@@ -79,8 +79,8 @@ def build_library(directory: Path) -> Path | None:
 
 
 def native_log_callback(llama_cpp: Any, directory: Path) -> Any | None:
-    """`llama_cpp.llama_log_callback` pointing at the native function, or None where it cannot be
-    built or loaded. Keep a reference to the library object returned with it (see caller)."""
+    """`llama_cpp.llama_log_callback` pointing at the native function (holding its library, so it
+    stays loaded), or None where it cannot be built or loaded."""
     path = build_library(directory)
     if path is None:
         return None
