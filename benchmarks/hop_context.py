@@ -16,7 +16,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
 
-from cograg.config import Settings  # noqa: E402
+from cograg.config import Settings, default_model_cache  # noqa: E402
 from cograg.engine import Engine  # noqa: E402
 from cograg.retrieval.hops import follow_up_search  # noqa: E402
 from cograg.retrieval.packing import pack_context  # noqa: E402
@@ -30,7 +30,7 @@ def main() -> None:
     ap.add_argument("--index", default=None, help="index backend, e.g. milvus:index.db (default: the settings')")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        settings = Settings(store=Path(tmp) / "store", model_cache=REPO / ".cograg-test-models",
+        settings = Settings(store=Path(tmp) / "store", model_cache=default_model_cache(),
                             **({"index": args.index} if args.index else {}))
         cfg = settings.answer
         with Engine.open(settings=settings) as eng:

@@ -24,6 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
 
+from cograg.config import default_model_cache  # noqa: E402
 from cograg.models import judge as judge_module  # noqa: E402
 from cograg.models.llm import ChatMessage  # noqa: E402
 
@@ -90,7 +91,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=12, help="pairs from each set")
     ap.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
-    ap.add_argument("--model-cache", type=Path, default=REPO / ".cograg-test-models")
+    ap.add_argument("--model-cache", type=Path, default=default_model_cache())
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     from benchmarks_common import report_on_default_llm

@@ -27,6 +27,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO))
 
+from cograg.config import default_model_cache  # noqa: E402
 from cograg.control import corrective_llm  # noqa: E402
 from cograg.models import judge as judge_module  # noqa: E402
 from cograg.models.judge import Verdict  # noqa: E402
@@ -118,7 +119,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=12)
     ap.add_argument("--data", type=Path, default=REPO.parent / "shared" / "data")
-    ap.add_argument("--model-cache", type=Path, default=REPO / ".cograg-test-models")
+    ap.add_argument("--model-cache", type=Path, default=default_model_cache())
     ap.add_argument("--kinds", default="judge,grade", help="judge, grade or both")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()

@@ -28,7 +28,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
 
-from cograg.config import Settings  # noqa: E402
+from cograg.config import Settings, default_model_cache  # noqa: E402
 from cograg.control.models import ControlBudget  # noqa: E402
 from cograg.engine import Engine  # noqa: E402
 from cograg.models.llm.llama_cpp import LlamaCppLLM  # noqa: E402
@@ -102,7 +102,7 @@ def memory(cache: Path) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--model-cache", type=Path, default=REPO / ".cograg-test-models")
+    ap.add_argument("--model-cache", type=Path, default=default_model_cache())
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     report = {"load_average": os.getloadavg(), "memory": memory(args.model_cache),

@@ -56,13 +56,13 @@ sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 sys.path.insert(0, str(REPO))
 
-from cograg.config import Settings  # noqa: E402
+from cograg.config import Settings, default_model_cache  # noqa: E402
 from tests.process_support import free_port, stop_process  # noqa: E402
 
 CONCURRENCY = (1, 4, 16)
 MODE = "R1"
 MODELS = ("scripted", "fast", "default")
-DEFAULT_MODEL_CACHE = REPO / ".cograg-test-models"  # assembled GGUF files, shared with the e2e tests
+DEFAULT_MODEL_CACHE = default_model_cache()  # the one `make setup` prepared, shared with the e2e tests
 SECTION = "## HTTP service overhead"
 SUBSECTIONS = {"scripted": "### Scripted model: the service's own overhead",
                "fast": "### Real model: the fast profile", "default": "### Real model: the default profile"}

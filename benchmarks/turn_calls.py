@@ -15,7 +15,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
 
-from cograg.config import Settings  # noqa: E402
+from cograg.config import Settings, default_model_cache  # noqa: E402
 from cograg.control.models import ControlBudget  # noqa: E402
 from cograg.engine import Engine  # noqa: E402
 from cograg.orchestrator.orchestrator import TurnOptions  # noqa: E402
@@ -32,7 +32,7 @@ def main() -> None:
     which = [a.lower() for a in sys.argv[1:]] or list(TURNS)
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(store=Path(tmp) / "store", llm="default", judge="llm",
-                            model_cache=REPO / ".cograg-test-models")
+                            model_cache=default_model_cache())
         with Engine.open(settings=settings) as eng:
             t0 = time.perf_counter()
             eng.ingest([REPO / "examples" / "corpus"])

@@ -11,13 +11,17 @@ from pathlib import Path
 import pytest
 
 from cograg.answer.contract import answer_sentences
-from cograg.config import Settings
+from cograg.config import Settings, default_model_cache
 from cograg.engine import Engine
 
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parent.parent
-MODEL_CACHE = REPO / ".cograg-test-models"  # assembled GGUF files, shared by test runs
+# The model cache `make setup` prepared (`cograg models prepare`: the assembled GGUF, the converted
+# embedder graph, the prompt-prefix states), so a fresh clone's tests do not assemble and prepare
+# the models a second time in a cache of their own (~50 s of the slow tier). What setup does not
+# make (the 0.5B `fast` profile's GGUF) is assembled there on first use, as `--llm fast` would.
+MODEL_CACHE = default_model_cache()
 
 
 def _engine(tmp_path: Path, llm: str, corpus: Path) -> Engine:

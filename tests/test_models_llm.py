@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, Field
 
+from cograg.config import default_model_cache
 from cograg.errors import CogragError
 from cograg.models import ModelError
 from cograg.models import model_files
@@ -770,8 +771,9 @@ def test_a_missing_model_skips_but_fails_under_ci(tmp_path, monkeypatch, missing
 
 
 @pytest.fixture(scope="module")
-def fast_model_path(model_cache, missing_model) -> Path:
-    return installed_model("fast", model_cache, missing_model)
+def fast_model_path(missing_model) -> Path:
+    # in the cache `make setup` prepared, as for the end-to-end tests: assembled once for all of them
+    return installed_model("fast", default_model_cache(), missing_model)
 
 
 @pytest.fixture(scope="module")
@@ -851,7 +853,8 @@ def test_llamacpp_stream_matches_chat(fast_llm):
 
 
 @slow
-def test_get_llm_fast_profile(model_cache, fast_model_path):
+def test_get_llm_fast_profile(fast_model_path):
+    model_cache = fast_model_path.parent
     get_llm.cache_clear()
     a = get_llm("fast", cache_dir=model_cache)
     assert isinstance(a, LlamaCppLLM) and a is get_llm("FAST", cache_dir=model_cache)
