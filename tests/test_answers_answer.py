@@ -102,6 +102,42 @@ def test_batch_judge_prompt_has_the_question_and_the_answers_rule():
     assert "occurs in the passage but does not answer the question" in system.content
 
 
+class _RoleHandle:
+    """llama.cpp's role handle on a scripted model: the same model, each call noted with its role."""
+
+    def __init__(self, llm: ScriptedLLM, roles: list[str], role: str = "judge") -> None:
+        self.llm, self.roles, self.role = llm, roles, role
+
+    def for_role(self, role: str) -> _RoleHandle:
+        return _RoleHandle(self.llm, self.roles, role)
+
+    def chat_json(self, *args, **kwargs):
+        self.roles.append(self.role)
+        return self.llm.chat_json(*args, **kwargs)
+
+
+def test_one_claim_and_all_claims_calls_keep_their_cached_instructions_apart():
+    """The two judge prompts share no head, so each runs in its own role: on llama.cpp a role keeps
+    its last prompt's KV state, and one role for both evaluated the other's instructions again at
+    every switch (a judge prompt of 596 tokens with 3 served from the cache). Through the recording
+    a turn's verifier wraps the judge in, too, and every call still lands in the trace."""
+    from cograg.answer.answerer import recording_verifier
+    from cograg.trace import Trace
+
+    batch = json.dumps({"verdicts": [{"claim": 1, "verdict": "SUPPORTED", "reason": ""},
+                                     {"claim": 2, "verdict": "SUPPORTED", "reason": ""}]})
+    one = '{"verdict": "SUPPORTED", "reason": ""}'
+    roles: list[str] = []
+    judge = LLMJudge(_RoleHandle(ScriptedLLM([one, batch, batch]), roles))
+    judge.judge("Jandhyala directed Navvulata.", PASSAGE, QUESTION)
+    judge.judge_many([("Jandhyala directed Navvulata.", PASSAGE), ("It was shot in Hyderabad.", PASSAGE)], QUESTION)
+    trace = Trace(question=QUESTION)
+    recorded = recording_verifier(Verifier(judge), trace).judge
+    recorded.judge_many([("Jandhyala directed Navvulata.", PASSAGE), ("It was shot in Hyderabad.", PASSAGE)], QUESTION)
+    assert roles == ["judge", "judge_claims", "judge_claims"]
+    assert [c.purpose for c in trace.model_calls] == ["verify"]
+
+
 def test_the_verifier_hands_the_question_to_the_batch_judge_and_drops_what_does_not_answer():
     """A judge that follows the prompt's rule: the fragment is in the passage but answers nothing."""
     def judge_reply(messages):

@@ -3,6 +3,7 @@ durations, verdicts and events. Saved in the store; `cograg trace ID` prints it.
 
 from __future__ import annotations
 
+import copy
 import time
 import uuid
 from collections.abc import Callable
@@ -111,6 +112,12 @@ class RecordingLLM:
             raise
         self._record(t, resp)
         return obj, resp
+
+    def for_role(self, role: str) -> RecordingLLM:
+        """The same recording for the wrapped model's handle for `role` (see `with_role`)."""
+        clone = copy.copy(self)
+        clone.llm = with_role(self.llm, role)
+        return clone
 
     def count_tokens(self, text: str) -> int:
         return int(self.llm.count_tokens(text))

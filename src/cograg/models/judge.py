@@ -75,6 +75,18 @@ def _turns(turns: tuple[str | None, str]) -> list[Any]:
     return [*head, ChatMessage(role="user", content=user)]
 
 
+# The all-claims call's instructions differ from the one-claim call's from their first token, so on a
+# backend that keeps one cached prompt per role (llama.cpp) the two calls get a role each: sharing
+# one, every switch between a one-claim and a several-claim answer evaluated the other's ~280
+# instruction tokens again.
+BATCH_ROLE = "judge_claims"
+
+
+def _for_role(llm: Any, role: str) -> Any:
+    for_role = getattr(llm, "for_role", None)
+    return for_role(role) if callable(for_role) else llm
+
+
 class LLMJudge:
     """The `judge_claim` prompt through any LLM's schema-constrained JSON."""
 
@@ -117,8 +129,8 @@ class LLMJudge:
         messages = _turns(self.batch_prompt.render_turns(items=[{"claim": c, "passage": p} for c, p in items],
                                                          question=question))
         budget = self.max_tokens + 48 * (len(items) - 1)
-        reply, _ = self.llm.chat_json(messages, ClaimVerdicts,
-                                      max_tokens=budget, timeout_s=self.timeout_s)
+        reply, _ = _for_role(self.llm, BATCH_ROLE).chat_json(messages, ClaimVerdicts,
+                                                             max_tokens=budget, timeout_s=self.timeout_s)
         out: list[JudgeVerdict | None] = [None] * len(items)
         for v in reply.verdicts:  # type: ignore[union-attr]
             if 1 <= v.claim <= len(items) and out[v.claim - 1] is None:
