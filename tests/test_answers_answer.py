@@ -147,7 +147,7 @@ def test_the_verifier_hands_the_question_to_the_batch_judge_and_drops_what_does_
                                         {"claim": 2, "verdict": "UNRELATED", "reason": "not what is asked"}]})
 
     llm = ScriptedLLM([judge_reply])
-    v = Verifier(LLMJudge(llm))
+    v = Verifier(LLMJudge(llm), batch=True)
     r = v.verify("Jandhyala directed Navvulata, a 1988 Telugu comedy [1]. Hyderabad [1].", [_cite("1")],
                  {"1": PASSAGE}, question=QUESTION)
     assert [c.kept for c in r.claims] == [True, False] and len(llm.calls) == 1

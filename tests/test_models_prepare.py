@@ -78,16 +78,20 @@ def _reply(messages) -> str:
                        "fallback": False})
 
 
-def test_prepare_saves_the_prefixes_the_answer_and_the_judge_then_send(tmp_path: Path):
+@pytest.mark.parametrize("batch", [False, True])
+def test_prepare_saves_the_prefixes_the_answer_and_the_judge_then_send(tmp_path: Path, batch: bool):
     llm = PrefixKeepingLLM(_reply)
-    settings = Settings(store=tmp_path / "unused", verification={"judge": "llm", "min_claim_similarity": -1.0})
+    settings = Settings(store=tmp_path / "unused",
+                        verification={"judge": "llm", "min_claim_similarity": -1.0, "judge_batch": batch})
     parts = {"llm": llm, "judge": LLMJudge(llm), "embedder": HashingEmbedder()}
     first = prepare_models(settings, **parts)
-    assert first.prefix_states == {"answer": "saved", "judge_claim": "saved", "judge_claims": "saved"}
-    assert first.embedder and first.llm == "scripted" and len(set(llm.roles)) == 3
+    # the all-claims call's instructions only where that call is made
+    judge_prefixes = ["judge_claim", "judge_claims"] if batch else ["judge_claim"]
+    assert first.prefix_states == {"answer": "saved"} | dict.fromkeys(judge_prefixes, "saved")
+    assert first.embedder and first.llm == "scripted" and len(set(llm.roles)) == 1 + len(judge_prefixes)
     assert not (tmp_path / "unused").exists()  # no store of the user's is created
     again = prepare_models(settings, **parts)
-    assert again.prefix_states == {"answer": "restored", "judge_claim": "restored", "judge_claims": "restored"}
+    assert again.prefix_states == {"answer": "restored"} | dict.fromkeys(judge_prefixes, "restored")
 
     # a real answer afterwards: its answer call and its judge calls find their prefixes saved
     corpus = tmp_path / "corpus"

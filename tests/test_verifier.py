@@ -9,6 +9,7 @@ import pytest
 
 from cograg.answer.contract import Citation
 from cograg.answer.verifier import Verifier, evidence_window, is_verbatim
+from cograg.config import Settings
 from cograg.models.judge import JudgeVerdict, LLMJudge
 
 LONG = " ".join(f"Filler sentence number {i} talks about the weather in a town far away." for i in range(30))
@@ -116,15 +117,29 @@ def _cite(i: str, quote: str) -> Citation:
     return Citation(id=i, doc_id="d", chunk_id=f"c{i}", quote=quote, source="s", score=1.0)
 
 
-def test_all_claims_of_an_answer_are_judged_in_one_call():
+def test_with_batch_on_all_claims_of_an_answer_are_judged_in_one_call():
     llm = BatchLLM()
-    v = Verifier(LLMJudge(llm))
+    v = Verifier(LLMJudge(llm), batch=True)
     ev = {"1": "The Linden Bridge was designed by Tobias Marrick.", "2": "The bridge has seven arches and two towers."}
     answer = "Marrick designed the bridge [1]. The bridge has nine towers [2]. Two towers and seven arches [2]."
     r = v.verify(answer, [_cite("1", "designed by Tobias Marrick"), _cite("2", "seven arches")], ev, question="q?")
     assert llm.calls == 1
     assert [c.kept for c in r.claims] == [True, False, True]
     assert all(c.method.startswith("llm:") for c in r.claims)
+
+
+def test_by_default_each_claim_is_judged_on_its_own():
+    """The 1.5B model's batch reply held one verdict for two claims in every answer measured, was no
+    more often right than one call per claim, and took 2.6 times as long (benchmarks/batch_judge.py),
+    so batching is a setting (`verification.judge_batch`), off by default."""
+    llm = BatchLLM()
+    ev = {"1": "The Linden Bridge was designed by Tobias Marrick.", "2": "The bridge has seven arches and two towers."}
+    answer = "Marrick designed the bridge [1]. The bridge has nine towers [2]. Two towers and seven arches [2]."
+    r = Verifier(LLMJudge(llm)).verify(answer, [_cite("1", "designed by Tobias Marrick"), _cite("2", "seven arches")],
+                                       ev, question="q?")
+    assert (llm.calls, llm.single_calls) == (3, 3)
+    assert [c.kept for c in r.claims] == [True, False, True]
+    assert Settings().verification.judge_batch is False
 
 
 def test_a_claim_missing_from_the_batch_reply_is_judged_on_its_own_and_fails_closed_if_that_fails():
@@ -134,12 +149,12 @@ def test_a_claim_missing_from_the_batch_reply_is_judged_on_its_own_and_fails_clo
               "The day pass is free on weekdays [2].")
     cites = [_cite("1", "Trams run every ten minutes"), _cite("2", "the single ticket costs EUR 2.10")]
     llm = BatchLLM(drop=2)
-    r = Verifier(LLMJudge(llm)).verify(answer, cites, ev)
+    r = Verifier(LLMJudge(llm), batch=True).verify(answer, cites, ev)
     assert all(c.method.startswith("llm:") for c in r.claims)  # all three went to the judge
     # claim 2 had no verdict in the batch: asked alone, it is supported; claim 3 was judged in the batch
     assert [c.kept for c in r.claims] == [True, True, False] and (llm.calls, llm.single_calls) == (2, 1)
     down = BatchLLM(drop=2, fail_single=True)
-    r = Verifier(LLMJudge(down)).verify(answer, cites, ev)
+    r = Verifier(LLMJudge(down), batch=True).verify(answer, cites, ev)
     assert [c.kept for c in r.claims] == [True, False, False] and "judge failed" in r.claims[1].reason
     assert "no verdict in the batch" in r.claims[1].reason
 

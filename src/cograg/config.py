@@ -110,6 +110,9 @@ class VerificationConfig(_Section):
         False, description="the LLM judge writes a one-sentence reason after each single-claim verdict "
         "(~2 s per claim on 2 cores); the verdict is the same either way")
     judge_timeout_s: float = Field(120.0, gt=0)
+    judge_batch: bool = Field(
+        False, description="judge all claims of an answer in one call (`judge_claims`); off: one call per "
+        "claim, faster and stricter on the embedded 1.5B model (docs/benchmarks.md, \"The judge's all-claims call\")")
 
 
 class ControlBudget(_Section):

@@ -67,6 +67,8 @@ def prepare_models(settings: Settings | None = None, **components: Any) -> Prepa
             judge_prefixes = getattr(parts.judge.get(), "prompt_prefixes", None)
             if callable(judge_prefixes):
                 prefixes.update(judge_prefixes())
+                if not settings.verification.judge_batch:  # the all-claims call is never made
+                    prefixes.pop("judge_claims", None)
             states = warm_system_prefixes(llm, prefixes)
     path = getattr(llm, "path", None)
     return PreparedModels(embedder=None if embedder is None else str(embedder.name), llm=str(llm.name),
@@ -110,7 +112,8 @@ class Engine:
 
         parts = self.components
         verifier = Verifier(parts.judge.get(), embedder=parts.embedder.get(),
-                            min_similarity=self.settings.verification.min_claim_similarity)
+                            min_similarity=self.settings.verification.min_claim_similarity,
+                            batch=self.settings.verification.judge_batch)
         return Answerer(search=search, llm=deferred_llm(parts.llm), verifier=verifier, config=cfg,
                         verification=self.settings.verification,
                         save_trace=(lambda t: self._save_trace(t, "answer")) if save_traces else None)
