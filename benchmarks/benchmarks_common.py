@@ -34,3 +34,27 @@ def report_on_default_llm(model_cache: Path, run, as_json: bool) -> None:
               "rows": rows}
     llm.close()
     print(json.dumps(report if as_json else report["summary"], ensure_ascii=False, indent=1))
+
+
+# The vector extensions llama.cpp and ONNX Runtime pick their kernels by: the same "AMD EPYC" name
+# has come with AVX2 only and with AVX-512 + VNNI on this project's machines, and every model
+# figure moves by about 2.5x between the two, so a figure is only read next to these.
+_SIMD_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_int8")
+
+
+def cpu_description() -> str:
+    """'<model name>, <extensions>' from /proc/cpuinfo (the machine name alone elsewhere)."""
+    import platform
+
+    name, flags = platform.processor() or platform.machine(), set()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    name = line.split(":", 1)[1].strip()
+                elif line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+    except OSError:
+        return name
+    have = [f for f in _SIMD_FLAGS if f in flags]
+    return f"{name}, {' '.join(have) if have else 'no AVX2'}"

@@ -35,7 +35,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from benchmarks_common import write_section  # noqa: E402
+from benchmarks_common import cpu_description, write_section  # noqa: E402
 
 from cograg.config import Settings  # noqa: E402
 from cograg.engine import Engine  # noqa: E402
@@ -110,7 +110,8 @@ def main() -> None:
         f" --limit {args.limit}" if args.limit else "") + (f" --repeat {args.repeat}" if args.repeat else "")
     lines = [SECTION, "",
              f"Command: `.venv/bin/python {cmd} --write-docs`  ",
-             f"Run {datetime.now(UTC).isoformat(timespec='minutes')} on {platform.machine()}, {os.cpu_count()} cores, "
+             f"Run {datetime.now(UTC).isoformat(timespec='minutes')} on {platform.machine()}, {os.cpu_count()} cores "
+             f"({cpu_description()}), "
              f"Python {platform.python_version()}; load average (1/5/15 min) at start "
              f"{load_start[0]:.1f}/{load_start[1]:.1f}/{load_start[2]:.1f}, at end "
              f"{load_end[0]:.1f}/{load_end[1]:.1f}/{load_end[2]:.1f}. Same 4-bit multilingual-e5-small on both runtimes; "

@@ -36,6 +36,7 @@ sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from answers import questions  # noqa: E402
+from benchmarks_common import cpu_description  # noqa: E402
 
 from cograg.config import Settings  # noqa: E402
 from cograg.engine import Engine  # noqa: E402
@@ -235,6 +236,7 @@ def main() -> None:
     RESULTS.mkdir(exist_ok=True)
     summary = json.loads(args.out.read_text()) if args.out.exists() else {}
     summary["machine"] = {"cpus": usable_cpus(), "python": platform.python_version(), "machine": platform.machine(),
+                          "cpu": cpu_description(),
                           "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     model = ensure_model(args.profile, args.work / "models")
     if args.raw:
