@@ -4,6 +4,7 @@ window of the cited text, and all claims of one answer go to the LLM judge in on
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -228,3 +229,56 @@ def test_the_grammar_of_the_verdict_only_reply_closes_after_the_verdict() -> Non
     # the verdict rule is the same one in both, so a greedy model writes the same verdict
     verdict_rule = next(line for line in full.splitlines() if line.startswith("verdict ::="))
     assert verdict_rule in short.splitlines()
+
+
+class WordsJudge:
+    """SUPPORTED when every word (letters or digits) of the claim occurs in the passage: a claim
+    with no word passes vacuously, as the 1.5B judge passed ", }" (an R3 synthesis's leftover)."""
+
+    name = "words"
+
+    def __init__(self) -> None:
+        self.claims: list[str] = []
+
+    def judge(self, claim: str, passage: str, question: str | None = None) -> JudgeVerdict:
+        self.claims.append(claim)
+        ok = all(w.lower() in passage.lower() for w in re.findall(r"\w+", claim))
+        return JudgeVerdict(verdict="SUPPORTED" if ok else "UNRELATED")
+
+
+def test_a_sentence_without_a_word_is_never_kept_nor_judged():
+    judge = WordsJudge()
+    citations = [Citation(id="1", doc_id="d", chunk_id="c1", quote="designed by Tobias Marrick", source="s", score=1.0),
+                 Citation(id="2", doc_id="d", chunk_id="c2", quote="seven arches", source="s", score=1.0)]
+    evidence = {"1": EVIDENCE, "2": "It has seven arches of grey stone."}
+    result = Verifier(judge).verify("Tobias Marrick designed it in 1809 [1]. , } [2]", citations, evidence,
+                                    question="Who designed the Linden Bridge?")
+    assert [c.sentence for c in result.claims] == ["Tobias Marrick designed it in 1809 [1].", ", } [2]"]
+    assert [c.kept for c in result.claims] == [True, False]
+    assert result.claims[1].method == "content" and result.claims[1].verdict == "UNRELATED"
+    assert judge.claims == ["Tobias Marrick designed it in 1809."] and result.answer == "Tobias Marrick designed it in 1809 [1]."
+    for nothing in ("。[1]", "— [1]", "__ [1]", "[1]"):
+        assert not Verifier(judge).check(nothing, {"1": EVIDENCE}).kept, nothing
+    assert Verifier(judge).check("1809 [1]", {"1": EVIDENCE}).kept  # a number alone states something
+
+
+def test_an_r3_synthesis_delivers_no_punctuation_sentence():
+    """The synthesis a 1.5B model wrote for "Which came first the forming of The Dandy Warhols or
+    the birth of Robert Young?": its second "sentence" was the JSON's leftover ", }"."""
+    from cograg.control.models import TaskResult
+    from cograg.control.synthesizer import Synthesizer
+    from cograg.testing import ScriptedLLM
+
+    texts = {"c1": "The Dandy Warhols formed in Portland, Oregon in 1994.",
+             "c2": "Robert Young was born on 6 April 1849 in Glasgow."}
+    done = [TaskResult(id=1, description="When were The Dandy Warhols formed?", kind="retrieve", status="done",
+                       statement="The Dandy Warhols formed in Portland, Oregon in 1994 [1].",
+                       citations=[Citation(id="1", doc_id="d1", chunk_id="c1", quote="formed in Portland", source="s", score=1.0)]),
+            TaskResult(id=2, description="When was Robert Young born?", kind="retrieve", status="done",
+                       statement="Robert Young was born on 6 April 1849 [1].",
+                       citations=[Citation(id="1", doc_id="d2", chunk_id="c2", quote="born on 6 April 1849", source="s", score=1.0)])]
+    llm = ScriptedLLM([json.dumps({"answer": "Robert Young was born on 6 April 1849 [cite: task, 2]. , } [cite: task, 1]"})])
+    out = Synthesizer(llm, Verifier(WordsJudge()), chunk_text=texts.__getitem__).synthesize(
+        "Which came first the forming of The Dandy Warhols or the birth of Robert Young?", done)
+    assert out.method == "model" and out.answer == "Robert Young was born on 6 April 1849 [1]."
+    assert [c.chunk_id for c in out.citations] == ["c2"]

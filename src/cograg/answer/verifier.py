@@ -163,6 +163,10 @@ def evidence_window(claim: str, evidence: str, quotes: list[str] | tuple[str, ..
     return joiner.join(sentences[i] for i in sorted(chosen))
 
 
+# a claim states something only if it holds a letter or a digit (any script)
+_STATES_SOMETHING = re.compile(r"[^\W_]")
+
+
 class _Pending(BaseModel):
     """A claim that passed the deterministic checks and waits for the judge."""
 
@@ -200,6 +204,11 @@ class Verifier:
         ids = list(dict.fromkeys(k for k, _, _ in markers_in(sentence)))
         claim = strip_markers(sentence)
         known = [i for i in ids if i in evidence_by_id]
+        if not _STATES_SOMETHING.search(claim):
+            # punctuation left over from a model's JSON (", }" was delivered from an R3 synthesis:
+            # the 1.5B judge called it SUPPORTED); with no word in it, no judge is asked
+            return ClaimCheck(sentence=sentence, citation_ids=known, verdict="UNRELATED", method="content",
+                              reason="the sentence holds no word or number", kept=False)
         if not known:
             return ClaimCheck(sentence=sentence, citation_ids=ids, verdict="UNRELATED", method="citation",
                               reason="no citation", kept=False)
