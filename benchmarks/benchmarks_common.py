@@ -42,22 +42,35 @@ def report_on_default_llm(model_cache: Path, run, as_json: bool) -> None:
 _SIMD_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_int8")
 
 
-def cpu_description() -> str:
-    """'<model name>, <extensions>' from /proc/cpuinfo (the machine name alone elsewhere)."""
-    import platform
-
-    name, flags = platform.processor() or platform.machine(), set()
+def _cpuinfo() -> tuple[str | None, set[str]]:
+    """The first CPU's model name and flags from /proc/cpuinfo (None and nothing elsewhere)."""
+    name, flags = None, set()
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as fh:
             for line in fh:
-                if line.startswith("model name"):
+                if line.startswith("model name") and name is None:
                     name = line.split(":", 1)[1].strip()
-                elif line.startswith("flags"):
+                elif line.startswith("flags") and not flags:
                     flags = set(line.split(":", 1)[1].split())
     except OSError:
-        return name
+        pass
+    return name, flags
+
+
+def cpu_model() -> str:
+    """The CPU's model name (the machine name where /proc/cpuinfo is missing)."""
+    import platform
+
+    return _cpuinfo()[0] or platform.processor() or platform.machine()
+
+
+def cpu_description() -> str:
+    """'<model name>, <extensions>': the model name and the vector extensions it has."""
+    flags = _cpuinfo()[1]
+    if not flags:
+        return cpu_model()
     have = [f for f in _SIMD_FLAGS if f in flags]
-    return f"{name}, {' '.join(have) if have else 'no AVX2'}"
+    return f"{cpu_model()}, {' '.join(have) if have else 'no AVX2'}"
 
 
 def publish(heading: str, lines: list[str], write_docs: bool) -> None:

