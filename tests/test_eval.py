@@ -61,6 +61,16 @@ def test_contains_gold_matches_latin_answers_as_whole_words():
     assert contains_gold(["yes"], "Yes. Both are board games [1][2].")
 
 
+def test_contains_gold_does_not_require_the_golds_edge_punctuation():
+    # HotpotQA's gold "Walt Disney Pictures." ends a sentence; the answer names the studio
+    assert contains_gold(["Walt Disney Pictures."], "Walt Disney Pictures [1]")
+    assert contains_gold(["“东西伯利亚”"], "分布于东西伯利亚[1]。")
+    assert not contains_gold(["Walt Disney Pictures."], "Walt Disney [1]")
+    # punctuation inside the gold still counts, and whole words still do
+    assert not contains_gold(["Hank Williams, Jr."], "Hank Williams Jr [1]")
+    assert not contains_gold(["Jr."], "Jra")
+
+
 # ------------------------------------------------------------------------------------- splits
 
 def test_split_rule_is_a_stable_hash_of_the_id_with_a_third_for_calibration():

@@ -129,11 +129,19 @@ def _fold(text: str) -> str:
 _ALNUM = "a-z0-9\u00c0-\u024f"  # a gold answer's Latin letters and digits: whole words only
 
 
+def _without_edge_punctuation(answer: str) -> str:
+    """The gold answer without punctuation at its ends: HotpotQA's "Walt Disney Pictures." ends a
+    sentence, and an answer that names "Walt Disney Pictures [1]" holds it (SQuAD's normalisation,
+    which EM and F1 use, removes all punctuation). Punctuation inside stays ("Hank Williams, Jr")."""
+    return answer.strip().strip("".join(c for c in answer if unicodedata.category(c).startswith("P"))).strip()
+
+
 def _gold_pattern(answer: str) -> re.Pattern[str]:
     """The folded gold answer as a pattern over the folded prediction: any whitespace between its
     characters, and where it begins or ends with a Latin letter or digit, no letter or digit
-    beside it (the gold "no" is not in "not", nor "seven" in "seventeen"; "1984" is in "1984年")."""
-    chars = _fold(answer)
+    beside it (the gold "no" is not in "not", nor "seven" in "seventeen"; "1984" is in "1984年").
+    Punctuation at the gold's ends is not required (`_without_edge_punctuation`)."""
+    chars = _fold(_without_edge_punctuation(answer) or answer)
     body = r"\s*".join(re.escape(c) for c in chars)
     head = rf"(?<![{_ALNUM}])" if re.match(rf"[{_ALNUM}]", chars) else ""
     tail = rf"(?![{_ALNUM}])" if re.search(rf"[{_ALNUM}]$", chars) else ""
