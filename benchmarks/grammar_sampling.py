@@ -33,7 +33,7 @@ QUESTION = "Who designed the stone Linden Bridge, and how many arches does it ha
 
 def answer_prompt(store: Path, model: str) -> tuple[list, type]:
     """The demo question's generate messages, as the engine sends them (captured from one ask)."""
-    from cograg.answer.contract import DraftAnswer
+    from cograg.answer.contract import DraftAnswer, EvidenceFirstDraft
     from cograg.config import Settings
     from cograg.engine import Engine
     from cograg.models.llm import llama_cpp as L
@@ -42,8 +42,8 @@ def answer_prompt(store: Path, model: str) -> tuple[list, type]:
     original = L.LlamaCppLLM._json_attempt
 
     def capture(self, messages, schema, max_tokens, timeout_s):
-        if schema is DraftAnswer and not captured:
-            captured.append(messages)
+        if schema in (DraftAnswer, EvidenceFirstDraft) and not captured:
+            captured.append((messages, schema))
         raise L.ModelError("captured")  # the benchmark generates by itself below
 
     L.LlamaCppLLM._json_attempt = capture
@@ -56,7 +56,7 @@ def answer_prompt(store: Path, model: str) -> tuple[list, type]:
         L.LlamaCppLLM._json_attempt = original
     if not captured:
         raise SystemExit("the engine made no answer call (refused before generation?)")
-    return captured[0], DraftAnswer
+    return captured[0]
 
 
 def main() -> None:

@@ -245,7 +245,11 @@ def main() -> None:
     if args.prompt_lookup:
         from cograg.prompts import load_prompt
 
-        system = load_prompt("verifiable_answer_system").render(max_sentences=5)
+        from cograg.config import AnswerConfig
+
+        # the demo question is English: its system message as the default settings render it
+        system = load_prompt("verifiable_answer_system").render(
+            max_sentences=5, evidence_first="en" in AnswerConfig().evidence_first)
         doc = (REPO / "examples/corpus/bridge_history.html").read_text(encoding="utf-8")
         import re
 

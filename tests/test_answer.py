@@ -215,7 +215,7 @@ def test_trace_is_stored_and_printed(eng: Engine):
     r = ask(eng, llm, "How many arches does the Linden Bridge have?")
     t = eng.trace(r.trace_id)
     assert t["route"] == "DOC_GROUNDED" and t["question"].startswith("How many")
-    assert t["prompt_versions"]["verifiable_answer_system"].endswith("@3")
+    assert t["prompt_versions"]["verifiable_answer_system"].endswith("@4")
     assert t["retrieved"] and t["context_blocks"] and t["verdicts"][0]["verdict"] == "SUPPORTED"
     call = t["model_calls"][0]
     assert call["purpose"] == "generate" and call["prompt_tokens"] > 0 and call["ok"]
@@ -228,7 +228,7 @@ def test_trace_is_stored_and_printed(eng: Engine):
     store = eng.settings.store
     eng.close()
     res = CliRunner().invoke(app, ["trace", r.trace_id[:10], "--store", str(store)])
-    assert res.exit_code == 0 and "SUPPORTED" in res.stdout and "verifiable_answer_system@3" in res.stdout
+    assert res.exit_code == 0 and "SUPPORTED" in res.stdout and "verifiable_answer_system@4" in res.stdout
     res = CliRunner().invoke(app, ["trace", "tr_nope", "--store", str(store)])
     assert res.exit_code == 1 and "no trace" in res.stderr
 

@@ -43,9 +43,9 @@ def _cite(i: str, quote: str = "") -> Citation:
 
 
 def test_a_new_prompt_version_is_a_new_file_and_the_old_one_still_loads():
-    assert load_prompt("verifiable_answer_system").version == "verifiable_answer_system@3"
+    assert load_prompt("verifiable_answer_system").version == "verifiable_answer_system@4"
     assert load_prompt("verifiable_answer_system", 1).version == "verifiable_answer_system@1"
-    assert sorted(prompt_versions("verifiable_answer_system")) == [1, 2, 3]
+    assert sorted(prompt_versions("verifiable_answer_system")) == [1, 2, 3, 4]
     assert load_prompt("judge_claim").version == "judge_claim@4"
     assert load_prompt("judge_claim", 3).version == "judge_claim@3"
     assert load_prompt("judge_claims").version == "judge_claims@3"
@@ -75,7 +75,7 @@ def test_the_answerer_sends_the_new_answer_prompt(tmp_path: Path):
     assert not r.fallback
     system = llm.calls[0].messages[0].content
     assert "restate what the question asks" in system
-    assert eng.trace(r.trace_id)["prompt_versions"]["verifiable_answer_system"] == "verifiable_answer_system@3"
+    assert eng.trace(r.trace_id)["prompt_versions"]["verifiable_answer_system"] == "verifiable_answer_system@4"
     eng.close()
 
 

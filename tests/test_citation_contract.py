@@ -92,6 +92,35 @@ def test_an_unmarked_sentence_naming_a_person_by_initials_stays_one_sentence() -
     assert v.answer == "Both E. B. White and Dan Masterson were American writers [1]."
 
 
+PLAYER = 'Richard "Dick" Humbert was an end for the Philadelphia Eagles from 1941 to 1949.'
+EAGLES = "The Philadelphia Eagles are a professional American football franchise based in Philadelphia, Pennsylvania."
+HUMBERT_Q = "From 1945-1949 Dick Humbert played for an NFL team based in what state?"
+
+
+def test_an_unmarked_bridge_answer_cites_the_block_that_holds_what_it_adds() -> None:
+    blocks = [block(1, PLAYER), block(2, EAGLES)]
+    answer = "Dick Humbert played for an NFL team based in Pennsylvania."
+    # the cited paragraph holds two of the sentence's seven terms, and not the state
+    v = validate_draft(draft(answer, (1, PLAYER)), blocks, question=HUMBERT_Q)
+    assert v.answer == "Dick Humbert played for an NFL team based in Pennsylvania [1][2]."
+    assert [c.doc_id for c in v.citations] == ["d1", "d2"] and v.issues.markers_inserted == 1
+    assert v.citations[1].quote == EAGLES  # the holder's own sentence stands as its quote
+    # a bare answer is the holder's alone: the cited paragraph shares no term with it
+    v = validate_draft(draft("Pennsylvania", (1, PLAYER)), blocks, question=HUMBERT_Q)
+    assert v.answer == "Pennsylvania [1]" and [c.doc_id for c in v.citations] == ["d2"]  # renumbered
+    # without the question nothing says what the sentence adds: it stays unmarked
+    assert validate_draft(draft(answer, (1, PLAYER)), blocks).citations == []
+
+
+def test_an_unmarked_sentence_adding_what_no_block_holds_or_no_name_stays_uncited() -> None:
+    blocks = [block(1, PLAYER), block(2, EAGLES)]
+    for answer in ("Dick Humbert played for an NFL team based in Ohio.",  # no block names Ohio
+                   "Dick Humbert played for an NFL team based in Pennsylvania in 1952.",  # nor this year
+                   "Dick Humbert played for an NFL team based in that state."):  # adds no name or number
+        v = validate_draft(draft(answer, (1, PLAYER)), blocks, question=HUMBERT_Q)
+        assert v.citations == [] and v.issues.markers_inserted == 0 and "[" not in v.answer, answer
+
+
 def test_an_unmarked_answer_no_block_holds_is_regenerated_once_then_refused(tmp_path: Path) -> None:
     eng = make_engine(tmp_path, DOCS)
     reply = lambda m: json.dumps({"answer": "A committee of engineers chose that plan.",  # noqa: E731

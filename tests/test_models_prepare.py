@@ -87,11 +87,13 @@ def test_prepare_saves_the_prefixes_the_answer_and_the_judge_then_send(tmp_path:
     first = prepare_models(settings, **parts)
     # the all-claims call's instructions only where that call is made
     judge_prefixes = ["judge_claim", "judge_claims"] if batch else ["judge_claim"]
-    assert first.prefix_states == {"answer": "saved"} | dict.fromkeys(judge_prefixes, "saved")
-    assert first.embedder and first.llm == "scripted" and len(set(llm.roles)) == 1 + len(judge_prefixes)
+    # English questions are answered quotes first by default, Chinese ones answer first: two prefixes
+    answer_prefixes = ["answer", "answer_zh"]
+    assert first.prefix_states == dict.fromkeys(answer_prefixes + judge_prefixes, "saved")
+    assert first.embedder and first.llm == "scripted" and len(set(llm.roles)) == 2 + len(judge_prefixes)
     assert not (tmp_path / "unused").exists()  # no store of the user's is created
     again = prepare_models(settings, **parts)
-    assert again.prefix_states == {"answer": "restored"} | dict.fromkeys(judge_prefixes, "restored")
+    assert again.prefix_states == dict.fromkeys(answer_prefixes + judge_prefixes, "restored")
 
     # a real answer afterwards: its answer call and its judge calls find their prefixes saved
     corpus = tmp_path / "corpus"

@@ -12,7 +12,8 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from cograg.answer.answerer import AnswerConfig
-from cograg.answer.contract import DraftAnswer, DraftCitation, quote_choices, verbatim_draft_schema
+from cograg.answer.contract import (DraftAnswer, DraftCitation, EvidenceFirstDraft, quote_choices,
+                                    verbatim_draft_schema)
 from cograg.models import ModelError
 from cograg.models.llm.json_grammar import gbnf_literal, json_constant_literal, json_schema_to_gbnf
 from cograg.models.llm.types import check_enforced_schema, narrowed_schema
@@ -101,7 +102,7 @@ def test_the_answerer_enforces_verbatim_quotes_unless_told_not_to(tmp_path: Path
             r = ask(eng, llm, "How many arches does the Linden Bridge have?", config=config)
             assert not r.fallback and r.citations[0].quote == "It has seven arches."
             enforced = llm.calls[0].kwargs["schema"]
-            assert (enforced is not DraftAnswer) is constrained
+            assert (enforced not in (DraftAnswer, EvidenceFirstDraft)) is constrained
             if constrained:  # what the backend may write: this turn's blocks and their text only
                 n = block_number(llm.calls[0].messages, "seven arches")
                 enforced.model_validate({"answer": "x", "citations": [{"id": n, "quote": "It has seven arches."}]})
@@ -113,3 +114,52 @@ def test_the_answerer_enforces_verbatim_quotes_unless_told_not_to(tmp_path: Path
 
 def test_answer_config_default_is_on():
     assert AnswerConfig().verbatim_quotes is True
+
+
+def test_evidence_first_asks_for_the_quotes_before_the_answer(tmp_path: Path):
+    """`answer.evidence_first`: the prompt and the enforced schema put `citations` before `answer`,
+    the reply is read in that order, and the answer goes through the same contract."""
+    eng = make_engine(tmp_path)
+    try:
+        def quotes_first(messages):
+            n = block_number(messages, "seven arches")
+            return json.dumps({"citations": [{"id": n, "quote": "It has seven arches."}],
+                               "answer": f"The Linden Bridge has seven arches [{n}].", "fallback": False})
+
+        llm = ScriptedLLM([quotes_first])
+        config = OPEN.model_copy(update={"evidence_first": ["en", "zh"]})
+        r = ask(eng, llm, "How many arches does the Linden Bridge have?", config=config)
+        assert not r.fallback and "seven arches [1]" in r.answer
+        assert r.citations[0].quote == "It has seven arches."
+        enforced = llm.calls[0].kwargs["schema"]
+        assert list(enforced.model_fields) == ["citations", "answer", "fallback"]
+        system = llm.calls[0].messages[0].content
+        assert '{"citations": [{"id": 1, "quote": "..."}], "answer": "...", "fallback": false}' in system
+        assert "First copy the evidence" in system
+        # switched off, the answer comes first, with v3's words
+        llm = ScriptedLLM([answering("The Linden Bridge has seven arches [{n}].", "seven arches",
+                                     quote="It has seven arches.")])
+        ask(eng, llm, "How many arches does the Linden Bridge have?", config=OPEN.model_copy(update={"evidence_first": []}))
+        assert list(llm.calls[0].kwargs["schema"].model_fields) == ["answer", "citations", "fallback"]
+        assert "First copy the evidence" not in llm.calls[0].messages[0].content
+    finally:
+        eng.close()
+
+
+def test_evidence_first_is_per_language_english_only_by_default(tmp_path: Path):
+    """Chosen on the calibration split: quotes first helped HotpotQA (en), not cmrc2018 (zh)."""
+    assert AnswerConfig().evidence_first == ["en"]
+    assert AnswerConfig(evidence_first=True).evidence_first == ["en", "zh"]
+    assert AnswerConfig(evidence_first="false").evidence_first == []
+    eng = make_engine(tmp_path)
+    try:
+        order = {}
+        for question, needle, text in (("How many arches does the Linden Bridge have?", "seven arches",
+                                        "The Linden Bridge has seven arches [{n}]."),
+                                       ("银雾是哪一年育成的？", "1978", "银雾于1978年育成[{n}]。")):
+            llm = ScriptedLLM([answering(text, needle)])
+            ask(eng, llm, question)
+            order[question[:2]] = list(llm.calls[0].kwargs["schema"].model_fields)[0]
+        assert order == {"Ho": "citations", "银雾": "answer"}
+    finally:
+        eng.close()

@@ -63,7 +63,7 @@ def prepare_models(settings: Settings | None = None, **components: Any) -> Prepa
             if embedder is not None:
                 embedder.embed_queries(["ready"])
             llm = parts.llm.get()
-            prefixes = {"answer": eng.answerer(save_traces=False).prompt_prefix()}
+            prefixes = eng.answerer(save_traces=False).prompt_prefixes()
             judge_prefixes = getattr(parts.judge.get(), "prompt_prefixes", None)
             if callable(judge_prefixes):
                 prefixes.update(judge_prefixes())

@@ -16,8 +16,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from cograg.answer.contract import (Citation, ContractIssues, DraftAnswer, distinct_sentences, strip_markers,
-                                    validate_draft, verbatim_draft_schema)
+from cograg.answer.contract import (Citation, ContractIssues, DraftAnswer, EvidenceFirstDraft, distinct_sentences,
+                                    strip_markers, validate_draft, verbatim_draft_schema)
 from cograg.answer.injection import obeyed_injection, redact, untrusted_quote
 from cograg.answer.verifier import ClaimCheck, Verifier
 from cograg.config import AnswerConfig, VerificationConfig
@@ -120,20 +120,37 @@ class Answerer:
                 result.best_cosine is None or result.best_cosine >= self._cosine_floor(result.query))
         return result.evidence_score >= self._cosine_floor(result.query)
 
-    def system_message(self) -> str:
-        return self.system_prompt.render(max_sentences=self.config.max_sentences)
+    def evidence_first(self, question: str) -> bool:
+        """Whether this question is answered quotes first (`answer.evidence_first`, per language)."""
+        return ("zh" if is_chinese(question) else "en") in self.config.evidence_first
 
-    def prompt_prefix(self) -> tuple[str, type[DraftAnswer]]:
-        """The answer call's instructions and reply schema: the same for every question, so with
-        the schema's instruction added (`chat_json`) they are the prompt prefix every call shares."""
-        return self.system_message(), DraftAnswer
+    def system_message(self, evidence_first: bool = False) -> str:
+        return self.system_prompt.render(max_sentences=self.config.max_sentences, evidence_first=evidence_first)
+
+    @staticmethod
+    def draft_schema(evidence_first: bool) -> type[DraftAnswer] | type[EvidenceFirstDraft]:
+        """The reply the model is asked for: quotes after the answer, or before it."""
+        return EvidenceFirstDraft if evidence_first else DraftAnswer
+
+    def prompt_prefixes(self) -> dict[str, tuple[str, type[BaseModel]]]:
+        """The answer call's instructions and reply schema, per kind of question ("answer" for
+        English, "answer_zh" for Chinese where it differs): the same for every question of that
+        kind, so with the schema's instruction added (`chat_json`) they are the prompt prefix its
+        calls share."""
+        out = {}
+        for name, lang in (("answer", "en"), ("answer_zh", "zh")):
+            first = lang in self.config.evidence_first
+            prefix = (self.system_message(first), self.draft_schema(first))
+            if prefix not in out.values():
+                out[name] = prefix
+        return out
 
     def _messages(self, question: str, blocks: list[ContextBlock], retry_reason: str | None,
                   facts: list[dict[str, str]] | None = None) -> list[Any]:
         from cograg.models.llm import ChatMessage
 
         view = [{"citation_id": b.citation_id, "source_name": Path(b.source).name, "text": b.text} for b in blocks]
-        return [ChatMessage(role="system", content=self.system_message()),
+        return [ChatMessage(role="system", content=self.system_message(self.evidence_first(question))),
                 ChatMessage(role="user", content=self.user_prompt.render(facts=facts or [], blocks=view,
                                                                          question=question, retry_reason=retry_reason))]
 
@@ -250,12 +267,14 @@ class Answerer:
         removed = RemovedCounts()
         validated = None
         retry_reason: str | None = None
-        enforced = verbatim_draft_schema(clean_blocks) if self.config.verbatim_quotes else None
+        schema = self.draft_schema(self.evidence_first(q))
+        enforced = verbatim_draft_schema(clean_blocks, schema) if self.config.verbatim_quotes else None
         for attempt in range(2):
             try:
-                draft, _ = llm.chat_json(self._messages(q, clean_blocks, retry_reason, facts), DraftAnswer,
+                reply, _ = llm.chat_json(self._messages(q, clean_blocks, retry_reason, facts), schema,
                                          max_tokens=self.config.max_answer_tokens, timeout_s=self.config.llm_timeout_s,
                                          enforced_schema=enforced)
+                draft = reply.draft() if isinstance(reply, EvidenceFirstDraft) else reply
             except ModelError as exc:
                 trace.event("MODEL_ERROR", error=f"{type(exc).__name__}: {exc}"[:300])
                 if attempt == 0:

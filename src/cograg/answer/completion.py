@@ -78,4 +78,21 @@ def complete_citations(answer: str, blocks: list[ContextBlock], question: str) -
     return "".join(out), quotes, completed
 
 
-__all__ = ["complete_citations"]
+def block_holding_new_words(sentence: str, blocks: list[ContextBlock], question: str) -> ContextBlock | None:
+    """For a sentence placed in no block: the first of `blocks` that holds every one of its *new*
+    words (its content words not in the question), when they include a name or a number, and all
+    of its numbers. "Dick Humbert played for an NFL team based in Pennsylvania" cites the player's
+    paragraph, yet only the team's names the state: that paragraph is the one the claim rests on.
+    None when the sentence adds no name or number, or no block holds all it adds."""
+    claim = strip_markers(sentence)
+    words = content_words(claim)
+    new = words - content_words(question)
+    if not new or not new & _names_and_numbers(claim, words):
+        return None
+    from cograg.text import numbers_in
+
+    numbers = numbers_in(claim)
+    return next((b for b in blocks if new <= content_words(b.text) and numbers <= numbers_in(b.text)), None)
+
+
+__all__ = ["block_holding_new_words", "complete_citations"]

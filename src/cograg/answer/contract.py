@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from cograg.answer.completion import complete_citations
+from cograg.answer.completion import block_holding_new_words, complete_citations
 
 # the marker helpers are re-exported: callers import them from here as well
 from cograg.answer.markers import (MARKER_RE, answer_sentences, drop_markers, marker_ids, markers_in,  # noqa: F401
@@ -65,6 +65,19 @@ class DraftAnswer(BaseModel):
         return v[:MAX_CITATIONS]
 
 
+class EvidenceFirstDraft(BaseModel):
+    """`DraftAnswer` with the quotes before the answer: the model copies the sentences it will rely
+    on, then writes the answer after them (`answer.evidence_first`). Generated text conditions what
+    follows it, so the answer is written with its evidence just above it rather than before it."""
+
+    citations: list[DraftCitation] = Field(default_factory=list)
+    answer: str
+    fallback: bool = False
+
+    def draft(self) -> DraftAnswer:
+        return DraftAnswer(answer=self.answer, citations=self.citations, fallback=self.fallback)
+
+
 QUOTE_MAX_SENTENCES = 3  # a quote may run over this many consecutive sentences of a chunk
 QUOTE_MAX_CLAUSES = 12  # clause boundaries considered per sentence (ranges grow with their square)
 _CLAUSE_STOP = re.compile(r"[,，、;；:：]\s*")
@@ -92,7 +105,8 @@ def quote_choices(text: str) -> list[str]:
     return [q for q in dict.fromkeys([*runs, *clauses]) if len(q) >= 4]
 
 
-def verbatim_draft_schema(blocks: list[ContextBlock]) -> type[BaseModel] | None:
+def verbatim_draft_schema(blocks: list[ContextBlock],
+                          schema: type[BaseModel] = DraftAnswer) -> type[BaseModel] | None:
     """`DraftAnswer` as the backend enforces it (`chat_json(..., enforced_schema=...)`): each
     citation's id is one of the blocks' and its quote one of their sentences, runs of sentences or
     runs of clauses (`quote_choices`), verbatim, so a quote cannot be a paraphrase, a sentence the model made
@@ -106,7 +120,7 @@ def verbatim_draft_schema(blocks: list[ContextBlock]) -> type[BaseModel] | None:
         return None
     ids = tuple(dict.fromkeys(b.citation_id for b in blocks))
     citation = narrowed_schema(DraftCitation, "VerbatimCitation", id=Literal[ids], quote=Literal[tuple(quotes)])
-    return narrowed_schema(DraftAnswer, "VerbatimDraft", citations=list[citation])  # type: ignore[valid-type]
+    return narrowed_schema(schema, "VerbatimDraft", citations=list[citation])  # type: ignore[valid-type]
 
 
 class Citation(BaseModel):
@@ -219,7 +233,7 @@ def validate_draft(draft: DraftAnswer, blocks: list[ContextBlock], question: str
     # the model listed a valid citation but put no marker in the text: the system places them
     cited = [str(c.id) for c in draft.citations if str(c.id) in by_id]
     if not markers_in(answer) and answer and not draft.fallback and cited:
-        answer, issues.markers_inserted = insert_markers(answer, blocks, prefer=cited)
+        answer, issues.markers_inserted = insert_markers(answer, blocks, prefer=cited, question=question)
     quotes: dict[str, str] = {}
     for c in draft.citations:
         key = str(c.id)
@@ -342,28 +356,44 @@ def _listed_block_for(sentence: str, listed: list[ContextBlock]) -> ContextBlock
     return best if best is not None and best_shared * 2 >= len(terms) else None
 
 
-def insert_markers(answer: str, blocks: list[ContextBlock], prefer: list[str] | tuple[str, ...] = ()) -> tuple[str, int]:
+def _bridged_blocks(sentence: str, listed: list[ContextBlock], order: list[ContextBlock],
+                    question: str | None) -> list[ContextBlock]:
+    """A sentence no single listed block backs, though one block holds every name or number it
+    adds to the question (`block_holding_new_words`): that block, after the listed blocks that
+    share a term with the sentence (a bridge answer draws on both). [] without a question."""
+    holder = block_holding_new_words(sentence, order, question) if question else None
+    if holder is None:
+        return []
+    terms = set(analyze(strip_markers(sentence)))
+    return [b for b in listed if b is not holder and terms & set(analyze(b.text))] + [holder]
+
+
+def insert_markers(answer: str, blocks: list[ContextBlock], prefer: list[str] | tuple[str, ...] = (),
+                   question: str | None = None) -> tuple[str, int]:
     """The model wrote no markers but listed citations: attach each sentence to a block.
 
     First a block that holds the sentence verbatim (the verifier's deterministic test), the
-    blocks the model listed tried first. Otherwise only a block the model listed itself, and only
-    one that holds the sentence's numbers and at least half of its terms; such a sentence then
-    goes through the verifier's full test (numbers, negation, similarity, judge) like any cited
-    sentence, and is removed when that block does not support it. A sentence with neither stays
-    unmarked: the verifier treats it as uncited, and an answer left with no citation is
-    regenerated once, then refused (C2). A block the model did not cite is never attached by
-    word overlap."""
+    blocks the model listed tried first. Otherwise a block the model listed itself, and only
+    one that holds the sentence's numbers and at least half of its terms. Otherwise, with the
+    `question`, the block that holds every name or number the sentence adds to the question,
+    cited after the listed blocks sharing a term with the sentence (`_bridged_blocks`). Such a
+    sentence then goes through the verifier's full test (numbers, negation, similarity, judge)
+    against all it cites, like any cited sentence, and is removed when they do not support it.
+    A sentence with none of these stays unmarked: the verifier treats it as uncited, and an
+    answer left with no citation is regenerated once, then refused (C2). A block is never
+    attached for sharing a word or two."""
     order = sorted(blocks, key=lambda b: str(b.citation_id) not in prefer)
     listed = [b for b in order if str(b.citation_id) in prefer]
     out: list[str] = []
     inserted = 0
     for sent in split_sentences(answer):
         best = next((b for b in order if _supports_verbatim(sent, b)), None) or _listed_block_for(sent, listed)
-        if best is not None:
+        chosen = [best] if best is not None else _bridged_blocks(sent, listed, order, question)
+        if chosen:
             end = sent[-1] if sent[-1] in "。！？!?." else ""
             body = sent[:len(sent) - len(end)].rstrip()
             space = "" if CJK_CHAR.search(body[-1:]) else " "
-            out.append(f"{body}{space}[{best.citation_id}]{end}")
+            out.append(f"{body}{space}{''.join(f'[{b.citation_id}]' for b in chosen)}{end}")
             inserted += 1
         else:
             out.append(sent)
