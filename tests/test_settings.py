@@ -73,6 +73,20 @@ def test_precedence_python_then_nested_env_then_flat_env(monkeypatch: pytest.Mon
     assert Settings(answer={"context_budget_tokens": 700}).answer.max_sentences == 3
 
 
+@pytest.mark.parametrize(("value", "langs"), [("en", ["en"]), ("en,zh", ["en", "zh"]), ("true", ["en", "zh"]),
+                                             ("false", []), ('["zh"]', ["zh"])])
+def test_evidence_first_takes_words_or_json_from_env_and_set(monkeypatch: pytest.MonkeyPatch, value: str,
+                                                             langs: list[str]) -> None:
+    assert Settings().with_overrides([f"answer.evidence_first={value}"]).answer.evidence_first == langs
+    monkeypatch.setenv("COGRAG_ANSWER__EVIDENCE_FIRST", value)
+    assert Settings().answer.evidence_first == langs
+
+
+def test_evidence_first_rejects_an_unknown_language() -> None:
+    with pytest.raises(ValidationError):
+        Settings().with_overrides(["answer.evidence_first=fr"])
+
+
 def test_python_api_takes_sections_as_dicts_or_models() -> None:
     s = Settings(answer={"context_budget_tokens": 900}, control={"max_parallel": 2})
     assert s.answer.context_budget_tokens == 900 and s.control.max_parallel == 2

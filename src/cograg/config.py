@@ -303,11 +303,14 @@ class _FlatEnv(PydanticBaseSettingsSource):
 
 
 class _Env(EnvSettingsSource):
-    """`COGRAG_<SECTION>__<KEY>`, plus `COGRAG_MEMORY=sqlite|redis://…` as `memory.backend`."""
+    """`COGRAG_<SECTION>__<KEY>`, plus `COGRAG_MEMORY=sqlite|redis://…` as `memory.backend`, and
+    `COGRAG_ANSWER__EVIDENCE_FIRST=en,zh|true|false` as well as JSON."""
 
     def decode_complex_value(self, field_name: str, field: Any, value: Any) -> Any:
         if field_name == "memory" and isinstance(value, str) and not value.lstrip().startswith("{"):
             return {"backend": value}
+        if field_name == "evidence_first" and isinstance(value, str) and not value.lstrip().startswith("["):
+            return value  # AnswerConfig's validator reads the words
         return super().decode_complex_value(field_name, field, value)
 
 

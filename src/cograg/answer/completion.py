@@ -25,7 +25,7 @@ from __future__ import annotations
 from cograg.answer.markers import MARKER_RE, markers_in, strip_markers
 from cograg.answer.subject import content_words, question_entities
 from cograg.retrieval.packing import ContextBlock
-from cograg.text import sentence_spans, split_sentences
+from cograg.text import numbers_in, sentence_spans, split_sentences
 
 
 def _quote_for(words: set[str], block: ContextBlock) -> str:
@@ -89,8 +89,6 @@ def block_holding_new_words(sentence: str, blocks: list[ContextBlock], question:
     new = words - content_words(question)
     if not new or not new & _names_and_numbers(claim, words):
         return None
-    from cograg.text import numbers_in
-
     numbers = numbers_in(claim)
     return next((b for b in blocks if new <= content_words(b.text) and numbers <= numbers_in(b.text)), None)
 
