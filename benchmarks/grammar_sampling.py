@@ -32,7 +32,9 @@ QUESTION = "Who designed the stone Linden Bridge, and how many arches does it ha
 
 
 def answer_prompt(store: Path, model: str) -> tuple[list, type]:
-    """The demo question's generate messages, as the engine sends them (captured from one ask)."""
+    """The demo question's generate messages, as the engine sends them (captured from one ask), and
+    the draft schema they ask for. The ask runs without `verbatim_quotes`, whose grammar would
+    reach the backend as a narrowed copy of that schema (one schema per context) instead of it."""
     from cograg.answer.contract import DraftAnswer, EvidenceFirstDraft
     from cograg.config import Settings
     from cograg.engine import Engine
@@ -48,7 +50,8 @@ def answer_prompt(store: Path, model: str) -> tuple[list, type]:
 
     L.LlamaCppLLM._json_attempt = capture
     try:
-        with Engine.open(settings=Settings(store=store, llm=model, judge="lexical"), create=True) as eng:
+        settings = Settings(store=store, llm=model, judge="lexical", answer={"verbatim_quotes": False})
+        with Engine.open(settings=settings, create=True) as eng:
             if not eng.store.list_documents():
                 eng.ingest([REPO / "examples" / "corpus"])
             eng.ask(QUESTION, mode="R1")
