@@ -73,6 +73,19 @@ def cpu_description() -> str:
     return f"{cpu_model()}, {' '.join(have) if have else 'no AVX2'}"
 
 
+def run_line(load_start: tuple[float, ...], load_end: tuple[float, ...]) -> str:
+    """'Run <UTC minute>, <n> cores (<cpu_description>); load average (1/5/15 min) at start …, at
+    end ….' for a benchmark's report; the load averages are `os.getloadavg()` before and after."""
+    import os
+    from datetime import UTC, datetime
+
+    def loads(v: tuple[float, ...]) -> str:
+        return "/".join(f"{x:.1f}" for x in v)
+
+    return (f"Run {datetime.now(UTC).isoformat(timespec='minutes')}, {os.cpu_count()} cores ({cpu_description()}); "
+            f"load average (1/5/15 min) at start {loads(load_start)}, at end {loads(load_end)}.")
+
+
 def publish(heading: str, lines: list[str], write_docs: bool) -> None:
     """Print a report section and, with `write_docs`, put it into docs/benchmarks.md."""
     section = "\n".join(lines) + "\n"

