@@ -93,7 +93,8 @@ def main() -> None:
     load_end = os.getloadavg()
     lines = [SECTION, "",
              "Command: `.venv/bin/python benchmarks/embed_length.py --write-docs`  ",
-             f"{run_line(load_start, load_end)} {args.n} passages of exactly N model tokens (e5 tokenizer, content tokens), batches of 32, "
+             f"{run_line(load_start, load_end)} {args.n} passages of exactly N model tokens (e5 tokenizer, "
+             "content tokens), batches of 32, "
              f"same 4-bit multilingual-e5-small on both runtimes, runtimes interleaved, median of {args.repeat}. "
              "CPU ms per token = process CPU time ÷ tokens embedded.", "",
              "| language | tokens per passage | runtime | passages/s | CPU ms per token |",
