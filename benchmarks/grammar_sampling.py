@@ -72,8 +72,10 @@ def main() -> None:
     args = ap.parse_args()
 
     import llama_cpp
-    from llama_cpp.llama_grammar import LlamaGrammar, json_schema_to_gbnf
+    from llama_cpp.llama_grammar import LlamaGrammar
 
+    from cograg.models.llm.json_grammar import json_schema_to_gbnf
+    from cograg.models.llm.types import generation_order
     from cograg.models.llm import grammar_sampling
     from cograg.models.llm.llama_cpp import LlamaCppLLM
     from cograg.models.model_files import ensure_model
@@ -86,7 +88,8 @@ def main() -> None:
     threads = 2
     llm = llama_cpp.Llama(model_path=str(path), n_ctx=4096, n_threads=threads, n_threads_batch=threads, verbose=False)
     original_init = llm._init_sampler
-    gbnf = json_schema_to_gbnf(json.dumps(schema.model_json_schema(), sort_keys=True))
+    # the grammar the engine sends (its field order included: quotes first for an English question)
+    gbnf = json_schema_to_gbnf(json.dumps(schema.model_json_schema(), sort_keys=True), generation_order(schema))
 
     def one(kind: str) -> dict:
         llm._init_sampler = original_init

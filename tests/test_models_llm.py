@@ -1077,3 +1077,22 @@ def test_the_real_model_quotes_the_context_verbatim_under_the_grammar(fast_llm):
     # under any id: the contract moves a quote to the block whose text it is (misnumbered_citations)
     validated = validate_draft(draft, blocks)
     assert validated.citations and all(c.quote in {1: BRIDGE, 2: TEA}[int(c.chunk_id[1])] for c in validated.citations)
+
+
+@slow
+def test_the_real_model_writes_the_quotes_first_when_the_schema_says_so(fast_llm):
+    """`answer.evidence_first`: the grammar llama.cpp samples under generates `citations` before
+    `answer`, verbatim-narrowed or not (the grammar had put a schema's required fields first in
+    sorted order, so the model always wrote the answer first, whatever the prompt asked)."""
+    from cograg.answer.contract import DraftAnswer, EvidenceFirstDraft, verbatim_draft_schema
+    from tests.test_verbatim_quotes import BRIDGE, block
+
+    blocks = [block(1, BRIDGE)]
+    messages = [ChatMessage(role="system", content="Answer from the document. Cite a block id and a quote."),
+                ChatMessage(role="user", content=f'<document id="1">\n{BRIDGE}\n</document>\n\nWho designed the bridge?')]
+    for enforced in (None, verbatim_draft_schema(blocks, EvidenceFirstDraft)):
+        reply, resp = fast_llm.chat_json(messages, EvidenceFirstDraft, max_tokens=120, enforced_schema=enforced)
+        assert resp.text.lstrip().startswith('{"citations"'), resp.text
+        assert reply.citations and reply.answer
+    _, resp = fast_llm.chat_json(messages, DraftAnswer, max_tokens=120, enforced_schema=verbatim_draft_schema(blocks))
+    assert resp.text.lstrip().startswith('{"answer"'), resp.text

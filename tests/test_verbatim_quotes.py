@@ -146,6 +146,26 @@ def test_evidence_first_asks_for_the_quotes_before_the_answer(tmp_path: Path):
         eng.close()
 
 
+def test_the_grammar_generates_an_evidence_first_reply_in_its_declared_order():
+    """The grammar of the quotes-first reply, plain and verbatim-narrowed, starts with `citations`;
+    every other schema keeps the sorted order its grammar always had (their prompts were measured
+    with it)."""
+    from cograg.models.llm.types import generation_order
+
+    def root(schema: type[BaseModel]) -> str:
+        gbnf = json_schema_to_gbnf(json.dumps(schema.model_json_schema(), sort_keys=True), generation_order(schema))
+        return next(line for line in gbnf.splitlines() if line.startswith("root ::="))
+
+    verbatim = verbatim_draft_schema([block(1, BRIDGE)], EvidenceFirstDraft)
+    for schema in (EvidenceFirstDraft, verbatim):
+        assert generation_order(schema) == ("citations", "answer", "fallback")
+        assert root(schema).index("citations-kv") < root(schema).index("answer-kv"), root(schema)
+    assert generation_order(DraftAnswer) == () == generation_order(verbatim_draft_schema([block(1, BRIDGE)]))
+    assert root(DraftAnswer).index("answer-kv") < root(DraftAnswer).index("citations-kv")
+    with pytest.raises(ValidationError):  # the quotes are required, as the grammar writes them first
+        EvidenceFirstDraft.model_validate({"answer": "x"})
+
+
 def test_evidence_first_is_per_language_english_only_by_default(tmp_path: Path):
     """Chosen on the calibration split: quotes first helped HotpotQA (en), not cmrc2018 (zh)."""
     assert AnswerConfig().evidence_first == ["en"]

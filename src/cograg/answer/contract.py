@@ -10,7 +10,7 @@ that matches nothing in its chunk makes the citation invalid, and it is dropped 
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -68,9 +68,13 @@ class DraftAnswer(BaseModel):
 class EvidenceFirstDraft(BaseModel):
     """`DraftAnswer` with the quotes before the answer: the model copies the sentences it will rely
     on, then writes the answer after them (`answer.evidence_first`). Generated text conditions what
-    follows it, so the answer is written with its evidence just above it rather than before it."""
+    follows it, so the answer is written with its evidence just above it rather than before it.
+    Both are required and generated in the order declared here: a grammar puts required fields
+    before optional ones, so an optional `citations` would be written after the answer."""
 
-    citations: list[DraftCitation] = Field(default_factory=list)
+    generate_in_field_order: ClassVar[bool] = True
+
+    citations: list[DraftCitation]
     answer: str
     fallback: bool = False
 

@@ -27,8 +27,10 @@ def json_constant_literal(value: Any) -> str:
     return gbnf_literal(json.dumps(value, ensure_ascii=False))
 
 
-def json_schema_to_gbnf(schema_json: str) -> str:
-    """llama-cpp-python's converter with `json_constant_literal` for every enum and const value."""
+def json_schema_to_gbnf(schema_json: str, field_order: tuple[str, ...] = ()) -> str:
+    """llama-cpp-python's converter with `json_constant_literal` for every enum and const value.
+    `field_order` puts the named properties first, in that order (the converter still writes
+    required properties before optional ones); the others keep the order of `schema_json`."""
     from llama_cpp import llama_grammar
 
     class _Converter(llama_grammar.SchemaConverter):  # type: ignore[misc,name-defined]
@@ -36,7 +38,7 @@ def json_schema_to_gbnf(schema_json: str) -> str:
             return json_constant_literal(value)
 
     schema = json.loads(schema_json)
-    converter = _Converter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
+    converter = _Converter(prop_order={name: i for i, name in enumerate(field_order)}, allow_fetch=False, dotall=False, raw_pattern=False)
     schema = converter.resolve_refs(schema, "stdin")
     converter.visit(schema, "")
     return str(converter.format_grammar())

@@ -33,6 +33,7 @@ from cograg.models.llm.types import (
     LLMTimeout,
     LLMUnavailable,
     elapsed_ms,
+    generation_order,
 )
 
 # Used when a GGUF file carries no chat template.
@@ -352,14 +353,16 @@ class LlamaCppLLM(ChatModelBase):
         )
 
     @functools.lru_cache(maxsize=64)  # noqa: B019 - one instance per model, bounded
-    def _grammar_text(self, schema_json: str) -> str:
+    def _grammar_text(self, schema_json: str, field_order: tuple[str, ...]) -> str:
         from cograg.models.llm.json_grammar import json_schema_to_gbnf
 
-        return json_schema_to_gbnf(schema_json)
+        return json_schema_to_gbnf(schema_json, field_order)
 
     def _grammar(self, schema: type[BaseModel]) -> Any:
         try:
-            gbnf = self._grammar_text(json.dumps(schema.model_json_schema(), sort_keys=True))
+            # sorted keys: the cache key, and the grammar's field order where the schema sets none
+            gbnf = self._grammar_text(json.dumps(schema.model_json_schema(), sort_keys=True),
+                                      generation_order(schema))
             return self._grammar_cls.from_string(gbnf, verbose=False)
         except Exception:
             # Schema features the converter does not support: fall back to "any JSON value";

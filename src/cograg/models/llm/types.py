@@ -186,6 +186,16 @@ def narrowed_schema(schema: type[BaseModel], name: str, **narrower: Any) -> type
     return model
 
 
+def generation_order(schema: type[BaseModel]) -> tuple[str, ...]:
+    """The order a grammar must generate `schema`'s top-level fields in: its declared order where
+    the schema (or the schema it narrows) sets `generate_in_field_order = True` (what is written
+    first conditions what follows, e.g. quotes before the answer), else () for no preference."""
+    base = getattr(schema, _NARROWS, schema)
+    if getattr(base, "generate_in_field_order", False):
+        return tuple(schema.model_fields)
+    return ()
+
+
 def check_enforced_schema(schema: type[BaseModel], enforced: Any) -> None:
     """ModelError unless `enforced` is `schema`'s leading fields (the same names, types and order)
     and every field after them has a default, so a reply that stops after them still validates;
