@@ -282,3 +282,67 @@ def test_an_r3_synthesis_delivers_no_punctuation_sentence():
         "Which came first the forming of The Dandy Warhols or the birth of Robert Young?", done)
     assert out.method == "model" and out.answer == "Robert Young was born on 6 April 1849 [1]."
     assert [c.chunk_id for c in out.citations] == ["c2"]
+
+
+class AgreeableJudge:
+    """Calls every claim SUPPORTED, as the 1.5B judge did for a name its passage does not hold."""
+
+    name = "agreeable"
+
+    def __init__(self) -> None:
+        self.claims: list[str] = []
+
+    def judge(self, claim: str, passage: str, question: str | None = None) -> JudgeVerdict:
+        self.claims.append(claim)
+        return JudgeVerdict(verdict="SUPPORTED")
+
+
+STRANDLOPER = ("Strandloper is a novel by English writer Alan Garner, published in 1996. It is loosely based on the "
+               "story of a Cheshire labourer, William Buckley.")
+
+
+def test_a_name_in_neither_the_cited_text_nor_the_question_is_unrelated_without_a_judge():
+    """The HotpotQA calibration answer "England [1]": the cited paragraph says "English" and
+    "Cheshire", never England; the judge said SUPPORTED."""
+    judge = AgreeableJudge()
+    q = "To which country was the historical figure used for the basis of the novel Strandloper transported to?"
+    check = Verifier(judge).check("England [1]", {"1": STRANDLOPER}, question=q)
+    assert not check.kept and check.verdict == "UNRELATED" and check.method == "names"
+    assert "england" in check.reason and judge.claims == []
+    # the same sentence citing the paragraph that names the country goes to the judge
+    buckley = "William Buckley was an English convict who was transported to Australia, escaped, and lived there."
+    assert Verifier(judge).check("William Buckley was transported to Australia [1].", {"1": buckley}, question=q).kept
+    assert not Verifier(judge).check("William Buckley was transported to England [1].", {"1": buckley}, question=q).kept
+
+
+def test_names_may_come_from_the_question_and_are_compared_as_words():
+    judge = AgreeableJudge()
+    ev = {"1": "Dan Masterson was an American poet. E. B. White was a writer of essays."}
+    q = "What do E. B. White and Dan Masterson have in common?"
+    for sentence in ("Both E. B. White and Dan Masterson were American writers [1].",  # names from the question
+                     "Yes, both were Americans [1].",  # "Yes" names nothing; "Americans" is the word of "American"
+                     "They wrote in the 1950s [1]."):  # numbers are the numbers check's
+        check = Verifier(judge).check(sentence, ev, question=q)
+        assert check.method != "names", (sentence, check)
+    # an English sentence citing Chinese text writes its names in another script: not checked
+    assert Verifier(judge).check("Zhang San designed the bridge [1].", {"1": "林登桥由张三设计。"}).method != "names"
+    # a claim the system composes from a question may use the question's names (`named_in`)
+    c = [Citation(id="1", doc_id="d", chunk_id="c1", quote="", source="s", score=1.0)]
+    hungarian = {"1": "Géza von Cziffra was a Hungarian film director."}
+    claim = "Géza von Cziffra was an American director [1]."
+    assert Verifier(judge).verify(claim, c, hungarian).claims[0].method == "names"
+    assert Verifier(judge).verify(claim, c, hungarian, named_in="Are King Vidor and Géza von Cziffra both "
+                                  "American directors?").claims[0].method == "agreeable"
+
+
+def test_a_question_copied_back_is_no_answer():
+    """"Gallu is a demon Lilu is what? [1]": the 1.5B model wrote the question back with a marker,
+    and the judge called it SUPPORTED (seen in an evaluation-split run)."""
+    judge = AgreeableJudge()
+    ev = {"1": "Gallu is a demon of the underworld. Lilu is a spirit of the wind."}
+    for sentence in ("Gallu is a demon Lilu is what? [1]", "Gallu is a demon, so Lilu is what?” [1]",
+                     "鬼是恶魔，那么风是什么？[1]"):
+        check = Verifier(judge).check(sentence, ev, question="If Gallu is a demon Lilu is what?")
+        assert not check.kept and check.method == "content", sentence
+    assert judge.claims == []
+    assert Verifier(judge).check("Lilu is a spirit [1].", ev, question="If Gallu is a demon Lilu is what?").kept

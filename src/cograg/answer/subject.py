@@ -92,6 +92,18 @@ def content_words(text: str) -> set[str]:
     return words
 
 
+_NOT_NAMES = frozenset({"yes", "no"})  # "Yes, A and B are both …" opens a sentence capitalised
+
+
+def latin_names(text: str) -> set[str]:
+    """The content words of the names `text` writes in Latin script (capitalised runs and quoted
+    titles, as `question_entities` finds them; Chinese text is left out), without a word that has
+    a digit (numbers are checked on their own) and without "yes" and "no"."""
+    latin = re.sub(r"[\u4e00-\u9fff]+", " ", text)
+    words = content_words(" ".join(question_entities(latin)))
+    return {w for w in words if not any(ch.isdigit() for ch in w)} - _NOT_NAMES
+
+
 def mentions_subject(sentence: str, question: str, min_other_coverage: float = 0.5) -> bool:
     """Whether `sentence` is about what `question` asks: it names every entity the question names
     and contains at least `min_other_coverage` of the question's other content words (the

@@ -1,7 +1,7 @@
 """Claim verifier (SPEC C3): every delivered sentence must be backed by the text it cites.
 
 Per sentence: split off its markers; uncited sentences are unsupported by definition. Cited ones
-go through cheap deterministic checks first (numbers, negation), then an embedding-similarity
+go through cheap deterministic checks first (numbers, names, negation), then an embedding-similarity
 pre-filter, and only then the judge (LLM, NLI model or lexical). Unsupported sentences are removed;
 if too little survives, the caller turns the answer into a conservative reply.
 """
@@ -16,10 +16,10 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from cograg.answer.contract import Citation, answer_sentences, best_sentence, drop_markers, markers_in, strip_markers
-from cograg.answer.subject import content_words, mentions_subject
+from cograg.answer.subject import content_words, latin_names, mentions_subject
 from cograg.index.analyzer import analyze
 from cograg.models.judge import ClaimJudge, JudgeVerdict, Verdict
-from cograg.text import CJK_RANGE, is_verbatim, normalise_for_match, numbers_in, split_sentences
+from cograg.text import CJK_RANGE, is_chinese, is_verbatim, normalise_for_match, numbers_in, split_sentences
 
 _NEGATION_EN = re.compile(r"\b(not|no|never|none|nor|cannot|can't|isn't|wasn't|aren't|weren't|doesn't|didn't|don't|without)\b", re.I)
 _NEGATION_ZH = re.compile(r"不|没有|没|未|无|非|别|否")
@@ -165,6 +165,7 @@ def evidence_window(claim: str, evidence: str, quotes: list[str] | tuple[str, ..
 
 # a claim states something only if it holds a letter or a digit (any script)
 _STATES_SOMETHING = re.compile(r"[^\W_]")
+_CLOSING = " \"'”’」』）)"
 
 
 class _Pending(BaseModel):
@@ -198,8 +199,9 @@ class Verifier:
         return float(np.dot(a, b))
 
     def _precheck(self, index: int, sentence: str, evidence_by_id: dict[str, str],
-                  quotes_by_id: dict[str, str], question: str | None = None) -> ClaimCheck | _Pending:
-        """Everything before the judge: citations, numbers, negation, verbatim span, similarity.
+                  quotes_by_id: dict[str, str], question: str | None = None,
+                  named_in: str = "") -> ClaimCheck | _Pending:
+        """Everything before the judge: citations, numbers, names, negation, verbatim span, similarity.
         With a `question`, a verbatim span skips the judge only when it is about what is asked."""
         ids = list(dict.fromkeys(k for k, _, _ in markers_in(sentence)))
         claim = strip_markers(sentence)
@@ -209,6 +211,10 @@ class Verifier:
             # the 1.5B judge called it SUPPORTED); with no word in it, no judge is asked
             return ClaimCheck(sentence=sentence, citation_ids=known, verdict="UNRELATED", method="content",
                               reason="the sentence holds no word or number", kept=False)
+        if claim.rstrip(_CLOSING).endswith(("?", "？")):
+            # a question states nothing: "Gallu is a demon Lilu is what? [1]" copied the question back
+            return ClaimCheck(sentence=sentence, citation_ids=known, verdict="UNRELATED", method="content",
+                              reason="the sentence is a question", kept=False)
         if not known:
             return ClaimCheck(sentence=sentence, citation_ids=ids, verdict="UNRELATED", method="citation",
                               reason="no citation", kept=False)
@@ -223,6 +229,15 @@ class Verifier:
         if missing:
             return ClaimCheck(sentence=sentence, citation_ids=known, verdict="UNRELATED", method="numbers",
                               reason=f"numbers not in the cited text: {', '.join(sorted(missing))}", kept=False)
+        # a name is checked like a number: the 1.5B judge accepted "England" as where the convict of
+        # a novel was transported, citing a paragraph that says "English" and "Cheshire" only. Not
+        # for Chinese evidence: an English sentence writes its names in another script
+        unnamed = set() if is_chinese(evidence) else \
+            latin_names(claim) - content_words(f"{question or ''}\n{named_in}") - content_words(evidence)
+        if unnamed:
+            return ClaimCheck(sentence=sentence, citation_ids=known, verdict="UNRELATED", method="names",
+                              reason=f"names in neither the cited text nor the question: {', '.join(sorted(unnamed))}",
+                              kept=False)
         if negation_contradicts(claim, evidence):
             return ClaimCheck(sentence=sentence, citation_ids=known, verdict="CONTRADICTED", method="negation",
                               reason="negation differs from the cited text", kept=False)
@@ -275,12 +290,14 @@ class Verifier:
 
     def verify(self, answer: str, citations: list[Citation], evidence_by_id: dict[str, str],
                question: str | None = None,
-               on_verified: Callable[[int, ClaimCheck], None] | None = None) -> VerificationResult:
+               on_verified: Callable[[int, ClaimCheck], None] | None = None, *,
+               named_in: str = "") -> VerificationResult:
         """`evidence_by_id`: citation id → the full text of the cited block. `on_verified(index,
         check)` is called for each sentence as soon as its verdict is final: the deterministic
-        ones first, then those the judge decided."""
+        ones first, then those the judge decided. `named_in`: text besides the question and the
+        citations whose names a sentence may use (a claim the system composed from a question)."""
         quotes_by_id = {c.id: c.quote for c in citations if c.quote}
-        checks: list[ClaimCheck | _Pending] = [self._precheck(i, s, evidence_by_id, quotes_by_id, question)
+        checks: list[ClaimCheck | _Pending] = [self._precheck(i, s, evidence_by_id, quotes_by_id, question, named_in)
                                                for i, s in enumerate(answer_sentences(answer))]
         if on_verified is not None:
             for i, c in enumerate(checks):

@@ -125,7 +125,9 @@ class PlanTaskRunners:
                 continue
             evidence = {c.id: self._evidence_text(c) for c in side.citations}
             sentence = f"{claim} {''.join(f'[{c.id}]' for c in side.citations)}"
-            checked = verifier.verify(sentence, side.citations, evidence).claims
+            # the claim is composed from the question ("… was an American director"): its names are
+            # the question's, and whether the sources bear them out is the verdict
+            checked = verifier.verify(sentence, side.citations, evidence, named_in=task.description).claims
             verdicts.append(checked[0] if checked else ClaimCheck(sentence=sentence, citation_ids=[], kept=False,
                                                                   verdict="UNRELATED", method="none"))
         t.verdicts += [v.model_dump() for v in verdicts]  # each side's verdict, in the turn's trace
