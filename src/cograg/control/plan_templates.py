@@ -7,7 +7,9 @@ question is planned without a model call.
   the attribute can be derived) and one reasoning step over both verified statements. "Are A and B
   both X?" (X a category: "American directors", "是作家") asks who or what each one is, and its last
   step is a `check`: the claim "A is an X" judged against A's sources, "B is an X" against B's
-  (`category_check`), so yes or no is decided by verdicts, not written by the model;
+  (`category_check`), so yes or no is decided by verdicts, not written by the model. "Are A and B in
+  the same X?" ends with a check too: the X each side's verified statement names, compared
+  (`same_check`, `control/same_value.py`);
 * bridge: a question about something that must be found first ("Who directed the film that …",
   "the X of the Y of Z", "When was the author of Z born?", "…的作者是哪国人？") → a look-up of
   the hidden entity, then a look-up that depends on it (its search includes what the first found).
@@ -23,6 +25,7 @@ import re
 from dataclasses import dataclass
 
 from cograg.control.bridge_template import bridge_lookup
+from cograg.control.same_value import NAMED_VALUE_NOUNS
 from cograg.control.models import Plan, SubTask
 from cograg.control.template_entities import distinct_pair, entity_en, entity_zh
 from cograg.text import is_chinese
@@ -302,6 +305,34 @@ def category_check(question: str) -> CategoryCheck | None:
                          yes=f"Yes, {pair[0]} and {pair[1]} {are} both {m.group('x')}")
 
 
+@dataclass(frozen=True)
+class SameCheck:
+    """"Are A and B in the same X?" decided by the values: the X each look-up's verified statement
+    names (`control/same_value.named_value`), compared by the system. English only."""
+
+    entities: tuple[str, str]
+    lookups: tuple[str, str]
+    noun: str
+
+
+def same_check(question: str) -> SameCheck | None:
+    """The value check of "Are A and B situated in the same province?", "Were A and B members of
+    the same band?" (English, an X whose value is a name: `NAMED_VALUE_NOUNS`), or None for any
+    other question."""
+    q = " ".join(question.split())
+    m = None if is_chinese(q) else _SAME.match(q)
+    if not m or q.count(" and ") != 1 or m.group("aux").lower() not in _BE:
+        return None
+    pair = distinct_pair(entity_en(m.group("a")), entity_en(m.group("b")))
+    if not pair:
+        return None
+    noun = m.group("noun").lower()
+    if noun not in NAMED_VALUE_NOUNS:  # "the same nationality", "the same genre": the model reasons
+        return None
+    return SameCheck(entities=pair, lookups=(f"What is the {noun} of {pair[0]}?", f"What is the {noun} of {pair[1]}?"),
+                     noun=noun)
+
+
 # --------------------------------------------------------------------------- entry point
 
 
@@ -310,7 +341,7 @@ def template_plan(question: str) -> TemplatePlan | None:
     q = " ".join(question.split())
     if not q:
         return None
-    check = category_check(q)
+    check = category_check(q) or same_check(q)
     comparison = ((check.entities, check.lookups) if check is not None else
                   _comparison_zh(q) if is_chinese(q) else _comparison_en(q))
     if comparison is not None:
@@ -329,4 +360,4 @@ def template_plan(question: str) -> TemplatePlan | None:
     return None
 
 
-__all__ = ["CategoryCheck", "TemplatePlan", "category_check", "template_plan"]
+__all__ = ["CategoryCheck", "SameCheck", "TemplatePlan", "category_check", "same_check", "template_plan"]

@@ -107,6 +107,8 @@ _COMPARISON = (
                r"\bdiffer(s|ent)?\s+(from|between)\b|\bhow\s+does\s+.+\s+differ\b|\btrade-?offs?\b|\bpros\s+and\s+cons\b|"
                r"\badvantages\s+and\s+disadvantages\b|\bboth\b|\bneither\b|\bwhich\s+of\s+(the|these|those)\b|"
                r"\bsimilarit(y|ies)\b|\bin\s+common\b|\bthe\s+same\s+(as|\w+\s+as)\b|"
+               # "Are A and B situated in the same province?"
+               r"^\s*(are|were|is|was)\s[^?]*\band\b[^?]*\bthe\s+same\s+[a-z]+\b|"
                r"\b(relationship|relation|correlation|connection|link)\s+between\b|"
                r"\b(chang(e|ed|es)|trends?|evolv(e|ed)|develop(ed|ment)|grow|grew|fell|rose)\s+(between|from|over)\s+\d", _I),
     # "older than the first tram line" (a number after "more than" is a filter, not a comparison)

@@ -101,9 +101,10 @@ class RoutingRules(BaseModel):
         "comparison questions: R3 did not beat R1 there and took twice as long)")
 
     both_checked_in_r3: bool = Field(
-        True, description="\"Are A and B both X?\" (a category X) goes to R3 even where one search covers it: "
-        "its check decides yes or no from each side's verdict, where R1's model wrote an unsupported yes "
-        "or refused (docs/benchmarks.md, yes/no comparisons)")
+        True, description="\"Are A and B both X?\" (a category X) and \"Are A and B in the same X?\" go to R3 "
+        "even where one search covers them: the check decides yes or no from each side's verdict, or from "
+        "the X each side's verified statement names, where R1's model wrote an unsupported yes or refused "
+        "(docs/benchmarks.md, yes/no comparisons)")
 
     bridge_one_search: bool = Field(
         True, description="a bridge question (complexity signal `bridge`, and no comparison, cause or analysis) "

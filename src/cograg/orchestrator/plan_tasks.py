@@ -103,13 +103,16 @@ class PlanTaskRunners:
         B's, by the verifier (its deterministic checks, then the judge). Both supported: yes, citing
         both; one contradicted: no, citing the side that is not an X; otherwise not established.
         The model writes nothing here, so it cannot conclude from one side. With one look-up
-        failed, the other alone can still say no (one that is not an X makes "both" false), never yes."""
+        failed, the other alone can still say no (one that is not an X makes "both" false), never yes.
+        "Are A and B in the same X?" is compared by value instead (`_same`)."""
         from cograg.answer.answerer import recording_verifier
         from cograg.answer.verifier import ClaimCheck
-        from cograg.control.plan_templates import category_check
+        from cograg.control.plan_templates import category_check, same_check
         from cograg.control.synthesizer import CitationNumbering
 
         started = time.perf_counter()
+        if same_check(task.description) is not None:
+            return self._same(task, deps, started)
         t = self._sub_trace(task)
         spec = category_check(task.description)
         sides = _sides(spec.entities, _established(deps)) if spec is not None else None
@@ -148,6 +151,40 @@ class PlanTaskRunners:
         conclusion = ClaimCheck(sentence=statement, citation_ids=[c.id for c in numbering.citations],
                                 verdict="SUPPORTED", method="check: " + ", ".join(v.method for v in verdicts),
                                 reason=reason[:500], kept=True)
+        return TaskResult(id=task.id, description=task.description, kind=task.kind, status="done",
+                          statement=statement, citations=numbering.citations, claims=[conclusion],
+                          duration_ms=round((time.perf_counter() - started) * 1000, 1))
+
+    def _same(self, task: SubTask, deps: list[TaskResult], started: float) -> TaskResult:
+        """"Are A and B in the same X?": the X each side's verified statement names
+        (`control/same_value.named_value`), compared here. Equal: yes, citing both sides; different:
+        no, citing both; a side without a look-up or a value: not established. The values are words
+        of statements verified against their sources, and no model call is made."""
+        from cograg.answer.verifier import ClaimCheck
+        from cograg.control.plan_templates import same_check
+        from cograg.control.same_value import named_value, same_value
+        from cograg.control.synthesizer import CitationNumbering
+
+        spec = same_check(task.description)
+        sides = _sides(spec.entities, _established(deps)) if spec is not None else None
+        if spec is None or sides is None or None in sides:
+            return self._failed(task, started, "not a question of the form 'are A and B in the same X?' over "
+                                               "two established look-ups")
+        values = [named_value(strip_markers(side.statement), spec.noun, e)  # type: ignore[union-attr]
+                  for side, e in zip(sides, spec.entities, strict=True)]
+        if None in values:
+            return self._failed(task, started, f"the look-ups do not both name a {spec.noun} "
+                                               f"({', '.join(f'{e}: {v}' for e, v in zip(spec.entities, values))})")
+        numbering = CitationNumbering()
+        marks = ["".join(f"[{numbering.number(c)}]" for c in side.citations) for side in sides]  # type: ignore[union-attr]
+        (a, b), (va, vb) = spec.entities, values
+        if same_value(va, vb):  # type: ignore[arg-type]
+            statement = f"Yes, the {spec.noun} of both {a} and {b} is {va} {marks[0]}{marks[1]}."
+        else:
+            statement = f"No, the {spec.noun} of {a} is {va} {marks[0]}, and that of {b} is {vb} {marks[1]}."
+        reason = f"{a}: {va}; {b}: {vb} (from the look-ups' verified statements)"
+        conclusion = ClaimCheck(sentence=statement, citation_ids=[c.id for c in numbering.citations],
+                                verdict="SUPPORTED", method="check: same value", reason=reason, kept=True)
         return TaskResult(id=task.id, description=task.description, kind=task.kind, status="done",
                           statement=statement, citations=numbering.citations, claims=[conclusion],
                           duration_ms=round((time.perf_counter() - started) * 1000, 1))
