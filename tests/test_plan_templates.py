@@ -293,16 +293,23 @@ class NationalityJudge(LexicalJudge):
         return JudgeVerdict(verdict="CONTRADICTED" if " not " not in claim else "SUPPORTED", reason="another")
 
 
-def who_is(q: str, text: str) -> dict:
-    """Each look-up answers with its entity's own sentence (found in the blocks by the case data)."""
-    m = re.match(r"Who or what is (.+)\?$", q)
-    if not m:
-        raise AssertionError(f"no model call expected for {q!r}: the check decides without one")
-    n = block_with(text, f"{m.group(1)} was")
-    if n is None:
-        return {"answer": "", "citations": [], "fallback": True}
-    sentence = re.search(rf"{re.escape(m.group(1))} was [^.]*\.", text).group(0)
-    return {"answer": f"{sentence[:-1]} [{n}].", "citations": [{"id": n, "quote": ""}], "fallback": False}
+def own_sentence(asked: str, verb: str):
+    """A look-up model that answers with its entity's own sentence ("<entity> <verb> …."), found in
+    the blocks by the case data; `asked` is the look-up's pattern, its group the entity. Any other
+    prompt fails the test: the check decides without a model call."""
+    def answer(q: str, text: str) -> dict:
+        m = re.match(asked, q)
+        if not m:
+            raise AssertionError(f"no model call expected for {q!r}: the check decides without one")
+        n = block_with(text, f"{m.group(1)} {verb}")
+        if n is None:
+            return {"answer": "", "citations": [], "fallback": True}
+        sentence = re.search(rf"{re.escape(m.group(1))} {verb} [^.]*\.", text).group(0)
+        return {"answer": f"{sentence[:-1]} [{n}].", "citations": [{"id": n, "quote": ""}], "fallback": False}
+    return answer
+
+
+who_is = own_sentence(r"Who or what is (.+)\?$", "was")
 
 
 @pytest.fixture()

@@ -3,7 +3,6 @@ the plan's check in orchestrator/plan_tasks.py), routed to R3 even where one sea
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,8 @@ from cograg.control.routing_rules import load_rules
 from cograg.control.same_value import named_value, same_value
 from cograg.models.judge import LexicalJudge
 from tests.test_answer import make_engine
-from tests.test_control_flow import Brain, ask, assert_verified, block_with
+from tests.test_control_flow import Brain, ask, assert_verified
+from tests.test_plan_templates import own_sentence
 from tests.test_router import result
 
 CITIES = {
@@ -66,16 +66,8 @@ def test_same_check_takes_the_yes_no_same_x_shape_in_english_only():
     assert [t.kind for t in plan.plan.sub_tasks] == ["retrieve", "retrieve", "check"]
 
 
-def looks_up(q: str, text: str) -> dict:
-    """Each look-up answers with its city's own sentence, found in the blocks by the case data."""
-    m = re.match(r"What is the province of (.+)\?$", q)
-    if not m:
-        raise AssertionError(f"no model call expected for {q!r}: the check compares without one")
-    n = block_with(text, f"{m.group(1)} is")
-    if n is None:
-        return {"answer": "", "citations": [], "fallback": True}
-    sentence = re.search(rf"{re.escape(m.group(1))} is [^\n]*?\.(?=\s|$)", text).group(0)
-    return {"answer": f"{sentence[:-1]} [{n}].", "citations": [{"id": n, "quote": ""}], "fallback": False}
+# each look-up answers with its city's own sentence, found in the blocks by the case data
+looks_up = own_sentence(r"What is the province of (.+)\?$", "is")
 
 
 @pytest.fixture()
