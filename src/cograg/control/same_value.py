@@ -34,10 +34,13 @@ _SAME_THING = {"band": ("band", "group"), "group": ("group", "band"), "country":
                "team": ("team", "club"), "club": ("club", "team"), "label": ("label", "record label")}
 
 
-def _nouns(noun: str) -> tuple[str, ...]:
+def _singulars(noun: str) -> tuple[str, ...]:
     base = noun.lower().strip()
-    words = _SAME_THING.get(base, (base,))
-    return tuple(w for n in words for w in (n, n + "s"))
+    return _SAME_THING.get(base, (base,))
+
+
+def _nouns(noun: str) -> tuple[str, ...]:
+    return tuple(w for n in _singulars(noun) for w in (n, n + "s"))
 
 
 def _is_entity(run: str, entity: str) -> bool:
@@ -51,7 +54,7 @@ def named_value(statement: str, noun: str, entity: str) -> str | None:
     found: dict[str, str] = {}
     for run in question_entities(statement):
         words = run.split()
-        if len(words) > 1 and words[-1].lower() in _nouns(noun)[::2]:  # "Jiangsu Province", not "United States"
+        if len(words) > 1 and words[-1].lower() in _singulars(noun):  # "Jiangsu Province", not "United States"
             value = " ".join(words[:-1])
         else:
             r = re.escape(run)

@@ -38,7 +38,8 @@ def json_schema_to_gbnf(schema_json: str, field_order: tuple[str, ...] = ()) -> 
             return json_constant_literal(value)
 
     schema = json.loads(schema_json)
-    converter = _Converter(prop_order={name: i for i, name in enumerate(field_order)}, allow_fetch=False, dotall=False, raw_pattern=False)
+    converter = _Converter(prop_order={name: i for i, name in enumerate(field_order)}, allow_fetch=False,
+                           dotall=False, raw_pattern=False)
     schema = converter.resolve_refs(schema, "stdin")
     converter.visit(schema, "")
     return str(converter.format_grammar())
