@@ -81,13 +81,14 @@ def _reply(messages) -> str:
 @pytest.mark.parametrize("batch", [False, True])
 def test_prepare_saves_the_prefixes_the_answer_and_the_judge_then_send(tmp_path: Path, batch: bool):
     llm = PrefixKeepingLLM(_reply)
-    settings = Settings(store=tmp_path / "unused",
+    settings = Settings(store=tmp_path / "unused", answer={"evidence_first": ["en"]},
                         verification={"judge": "llm", "min_claim_similarity": -1.0, "judge_batch": batch})
     parts = {"llm": llm, "judge": LLMJudge(llm), "embedder": HashingEmbedder()}
     first = prepare_models(settings, **parts)
     # the all-claims call's instructions only where that call is made
     judge_prefixes = ["judge_claim", "judge_claims"] if batch else ["judge_claim"]
-    # English questions are answered quotes first by default, Chinese ones answer first: two prefixes
+    # English questions answered quotes first (set here; off by default), Chinese ones answer first:
+    # two prefixes
     answer_prefixes = ["answer", "answer_zh"]
     assert first.prefix_states == dict.fromkeys(answer_prefixes + judge_prefixes, "saved")
     assert first.embedder and first.llm == "scripted" and len(set(llm.roles)) == 2 + len(judge_prefixes)
@@ -103,7 +104,8 @@ def test_prepare_saves_the_prefixes_the_answer_and_the_judge_then_send(tmp_path:
     with Engine.open(settings=settings.model_copy(update={"store": tmp_path / "store"}), **parts) as eng:
         eng.ingest([corpus])
         saved = llm.prefix_states.saved
-        resp = eng.answerer(AnswerConfig(min_evidence_cosine=-1.0, min_evidence_cosine_zh=-1.0)).answer(
+        resp = eng.answerer(AnswerConfig(min_evidence_cosine=-1.0, min_evidence_cosine_zh=-1.0,
+                                         evidence_first=["en"])).answer(
             "Who designed the Linden Bridge, and how many arches does it have?")
     assert not resp.fallback and "Marrick" in resp.answer, resp
     sent = [c.messages[0].content for c in llm.calls if c.method == "chat_json"]

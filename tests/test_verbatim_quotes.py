@@ -166,9 +166,10 @@ def test_the_grammar_generates_an_evidence_first_reply_in_its_declared_order():
         EvidenceFirstDraft.model_validate({"answer": "x"})
 
 
-def test_evidence_first_is_per_language_english_only_by_default(tmp_path: Path):
-    """Chosen on the calibration split: quotes first helped HotpotQA (en), not cmrc2018 (zh)."""
-    assert AnswerConfig().evidence_first == ["en"]
+def test_evidence_first_is_per_language_and_off_by_default(tmp_path: Path):
+    """Off by default (a wrong date on the example corpus outweighed two calibration questions);
+    per language when set."""
+    assert AnswerConfig().evidence_first == []
     assert AnswerConfig(evidence_first=True).evidence_first == ["en", "zh"]
     assert AnswerConfig(evidence_first="false").evidence_first == []
     eng = make_engine(tmp_path)
@@ -178,7 +179,7 @@ def test_evidence_first_is_per_language_english_only_by_default(tmp_path: Path):
                                         "The Linden Bridge has seven arches [{n}]."),
                                        ("银雾是哪一年育成的？", "1978", "银雾于1978年育成[{n}]。")):
             llm = ScriptedLLM([answering(text, needle)])
-            ask(eng, llm, question)
+            ask(eng, llm, question, config=OPEN.model_copy(update={"evidence_first": ["en"]}))
             order[question[:2]] = list(llm.calls[0].kwargs["schema"].model_fields)[0]
         assert order == {"Ho": "citations", "银雾": "answer"}
     finally:
