@@ -232,8 +232,9 @@ class Verifier:
         # a name is checked like a number: the 1.5B judge accepted "England" as where the convict of
         # a novel was transported, citing a paragraph that says "English" and "Cheshire" only. Not
         # for Chinese evidence: an English sentence writes its names in another script
-        unnamed = set() if is_chinese(evidence) else \
-            latin_names(claim) - content_words(f"{question or ''}\n{named_in}") - content_words(evidence)
+        unnamed = set() if is_chinese(evidence) else latin_names(claim)
+        if unnamed:  # the question's and the evidence's words only for a sentence that names something
+            unnamed -= content_words(f"{question or ''}\n{named_in}") | content_words(evidence)
         if unnamed:
             return ClaimCheck(sentence=sentence, citation_ids=known, verdict="UNRELATED", method="names",
                               reason=f"names in neither the cited text nor the question: {', '.join(sorted(unnamed))}",

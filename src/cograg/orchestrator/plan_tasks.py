@@ -17,6 +17,7 @@ from cograg.answer.answerer import Answerer, AnswerResponse
 from cograg.answer.contract import strip_markers
 from cograg.trace import RecordingLLM, Trace
 from cograg.control.models import CancelToken, SubTask, TaskResult
+from cograg.control.plan_templates import SameCheck
 from cograg.orchestrator.turn import TurnEvidence
 from cograg.retrieval.hops import follow_up_search
 from cograg.retrieval.models import SearchResult
@@ -111,8 +112,9 @@ class PlanTaskRunners:
         from cograg.control.synthesizer import CitationNumbering
 
         started = time.perf_counter()
-        if same_check(task.description) is not None:
-            return self._same(task, deps, started)
+        same = same_check(task.description)
+        if same is not None:
+            return self._same(task, deps, started, same)
         t = self._sub_trace(task)
         spec = category_check(task.description)
         sides = _sides(spec.entities, _established(deps)) if spec is not None else None
@@ -148,26 +150,19 @@ class PlanTaskRunners:
         numbering = CitationNumbering()
         markers = "".join(f"[{numbering.number(c)}]" for i in cited for c in sides[i].citations)  # type: ignore[union-attr]
         statement = f"{text}{'' if zh else ' '}{markers}{'。' if zh else '.'}"
-        conclusion = ClaimCheck(sentence=statement, citation_ids=[c.id for c in numbering.citations],
-                                verdict="SUPPORTED", method="check: " + ", ".join(v.method for v in verdicts),
-                                reason=reason[:500], kept=True)
-        return TaskResult(id=task.id, description=task.description, kind=task.kind, status="done",
-                          statement=statement, citations=numbering.citations, claims=[conclusion],
-                          duration_ms=round((time.perf_counter() - started) * 1000, 1))
+        return _decided(task, started, statement, numbering.citations,
+                        "check: " + ", ".join(v.method for v in verdicts), reason[:500])
 
-    def _same(self, task: SubTask, deps: list[TaskResult], started: float) -> TaskResult:
+    def _same(self, task: SubTask, deps: list[TaskResult], started: float, spec: SameCheck) -> TaskResult:
         """"Are A and B in the same X?": the X each side's verified statement names
         (`control/same_value.named_value`), compared here. Equal: yes, citing both sides; different:
         no, citing both; a side without a look-up or a value: not established. The values are words
         of statements verified against their sources, and no model call is made."""
-        from cograg.answer.verifier import ClaimCheck
-        from cograg.control.plan_templates import same_check
         from cograg.control.same_value import named_value, same_value
         from cograg.control.synthesizer import CitationNumbering
 
-        spec = same_check(task.description)
-        sides = _sides(spec.entities, _established(deps)) if spec is not None else None
-        if spec is None or sides is None or None in sides:
+        sides = _sides(spec.entities, _established(deps))
+        if sides is None or None in sides:
             return self._failed(task, started, "not a question of the form 'are A and B in the same X?' over "
                                                "two established look-ups")
         values = [named_value(strip_markers(side.statement), spec.noun, e)  # type: ignore[union-attr]
@@ -182,12 +177,8 @@ class PlanTaskRunners:
             statement = f"Yes, the {spec.noun} of both {a} and {b} is {va} {marks[0]}{marks[1]}."
         else:
             statement = f"No, the {spec.noun} of {a} is {va} {marks[0]}, and that of {b} is {vb} {marks[1]}."
-        reason = f"{a}: {va}; {b}: {vb} (from the look-ups' verified statements)"
-        conclusion = ClaimCheck(sentence=statement, citation_ids=[c.id for c in numbering.citations],
-                                verdict="SUPPORTED", method="check: same value", reason=reason, kept=True)
-        return TaskResult(id=task.id, description=task.description, kind=task.kind, status="done",
-                          statement=statement, citations=numbering.citations, claims=[conclusion],
-                          duration_ms=round((time.perf_counter() - started) * 1000, 1))
+        return _decided(task, started, statement, numbering.citations, "check: same value",
+                        f"{a}: {va}; {b}: {vb} (from the look-ups' verified statements)")
 
     def evidence_merge(self, task: SubTask, deps: list[TaskResult], token: CancelToken) -> TaskResult:
         """The inputs' statements side by side, their citations renumbered into one list."""
@@ -261,6 +252,19 @@ class PlanTaskRunners:
     def node_events(self, task_id: int) -> list[str]:
         t = self.sub_traces.get(task_id)
         return [e.name for e in t.events] if t is not None else []
+
+
+def _decided(task: SubTask, started: float, statement: str, citations: list[Any], method: str,
+             reason: str) -> TaskResult:
+    """A check's result: its statement, which the system wrote from verified inputs, as the one
+    SUPPORTED claim (`method` says how it was decided)."""
+    from cograg.answer.verifier import ClaimCheck
+
+    conclusion = ClaimCheck(sentence=statement, citation_ids=[c.id for c in citations], verdict="SUPPORTED",
+                            method=method, reason=reason, kept=True)
+    return TaskResult(id=task.id, description=task.description, kind=task.kind, status="done",
+                      statement=statement, citations=citations, claims=[conclusion],
+                      duration_ms=round((time.perf_counter() - started) * 1000, 1))
 
 
 def _established(deps: list[TaskResult]) -> list[TaskResult]:
