@@ -323,7 +323,9 @@ def test_r2_turn_whose_answer_with_found_documents_refuses_answers_again_from_th
 
 def test_r2_turn_whose_retried_answer_fails_verification_still_refuses(eng: Engine):
     resp, brain = rhine_turn(eng, judge=Unrelated(), sentence="The Linden Bridge opened to great crowds in 1811")
-    assert resp.fallback and not resp.grounded and brain.kinds.count("answer") == 2
+    # the graded documents' answer (the model's own fallback), the first search's, and its one
+    # rewrite after the verifier rejected it (answer.rewrite_rejected)
+    assert resp.fallback and not resp.grounded and brain.kinds.count("answer") == 3
     t = eng.trace(resp.trace_id)
     assert t["loop"]["answered_from"] == "retrieved" and t["states"][-1] == "REFUSED"
     assert [c.verdict for c in resp.claims] == ["UNRELATED"]  # the retried answer was judged, and rejected

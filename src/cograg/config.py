@@ -93,14 +93,19 @@ class AnswerConfig(_Section):
     evidence_first: list[Literal["en", "zh"]] = Field(
         [], description="languages whose questions are answered quotes first: the model copies its "
         "evidence, then writes the answer (answer/contract.EvidenceFirstDraft); true = both, false = none")
+    # Chosen on the calibration split (docs/benchmarks.md, "A rejected answer written again")
+    rewrite_rejected: list[Literal["en", "zh"]] = Field(
+        ["en", "zh"], description="languages whose drafts are written once more, told what was rejected, when the "
+        "verifier rejects every sentence (SPEC C3 'removed or rewritten'); true = both, false = none")
     verbatim_quotes: bool = Field(
         True, description="the backend constrains each citation's quote to a sentence or clause of the "
         "context, verbatim, and its id to a block's (answer/contract.verbatim_draft_schema)")
 
-    @field_validator("evidence_first", mode="before")
+    @field_validator("evidence_first", "rewrite_rejected", mode="before")
     @classmethod
     def _all_or_none(cls, v: object) -> object:
-        # `--set answer.evidence_first=true|false|en|en,zh` and COGRAG_ANSWER__EVIDENCE_FIRST alike
+        # `--set answer.evidence_first=true|false|en|en,zh` and COGRAG_ANSWER__EVIDENCE_FIRST alike (and
+        # the same for rewrite_rejected)
         if isinstance(v, str):
             word = v.strip().lower()
             v = True if word in ("true", "on", "yes", "1") else False if word in ("false", "off", "no", "0", "") \

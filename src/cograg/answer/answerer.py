@@ -8,18 +8,19 @@ are delivered — is deterministic code.
 
 from __future__ import annotations
 
-import copy
 import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
-from cograg.answer.contract import (Citation, ContractIssues, DraftAnswer, EvidenceFirstDraft, distinct_sentences,
+from cograg.answer.contract import (Citation, DraftAnswer, EvidenceFirstDraft, ValidatedAnswer, distinct_sentences,
                                     strip_markers, validate_draft, verbatim_draft_schema)
 from cograg.answer.injection import obeyed_injection, redact, untrusted_quote
-from cograg.answer.verifier import ClaimCheck, Verifier
+from cograg.answer.response import (AnswerResponse, RemovedCounts, record_outcome, recording_verifier,
+                                    withhold_quotes)
+from cograg.answer.verifier import ClaimCheck, VerificationResult, Verifier
 from cograg.config import AnswerConfig, VerificationConfig
 from cograg.errors import CogragError
 from cograg.messages import message
@@ -32,64 +33,18 @@ from cograg.retrieval.packing import ContextBlock, pack_context
 from cograg.text import is_chinese
 from cograg.trace import RecordingLLM, Trace
 
+__all__ = ["AnswerConfig", "AnswerResponse", "Answerer", "QuestionError", "RemovedCounts", "record_outcome",
+           "recording_verifier", "withhold_quotes"]
+
 Route = Literal["DOC_GROUNDED", "CLARIFY", "REFUSED"]
 DRAFT_TRACE_CHARS = 600  # enough for a short answer; the trace stays small
+REJECTED_CHARS = 200  # of the rejected answer, quoted back to the model when it writes the answer again
+REWRITE_REASON = ('the verifier found that "{rejected}" is not an answer to the question that the blocks it cites '
+                  'support. Copy the evidence that answers the question itself, then write the answer from it')
 
 
 class QuestionError(CogragError):
     """The question cannot be answered as given (empty, too long)."""
-
-
-class RemovedCounts(ContractIssues):
-    unsupported_sentences: int = 0
-    injection_sentences: int = 0
-    regenerations: int = 0
-
-
-class AnswerResponse(BaseModel):
-    """The contract object of SPEC C1 plus the verifier's per-claim verdicts."""
-
-    answer: str
-    citations: list[Citation] = Field(default_factory=list)
-    fallback: bool
-    confidence: float
-    grounded: bool
-    route: str
-    trace_id: str
-    claims: list[ClaimCheck] = Field(default_factory=list)
-    removed: RemovedCounts = Field(default_factory=RemovedCounts)
-    evidence_score: float | None = None
-    clarification: str | None = None
-    notes: list[str] = Field(default_factory=list)
-    mode: str | None = Field(None, description="execution mode R0…R5 chosen by the router (D1)")
-    explain: dict[str, Any] = Field(default_factory=dict, description="route, decision path, plan, node timings")
-
-
-def recording_verifier(verifier: Verifier, trace: Trace) -> Verifier:
-    """A copy of `verifier` whose judge's model calls land in `trace`. A copy, not a swap, so
-    answers verified concurrently (parallel plan tasks, HTTP requests) never see each other's."""
-    judge_llm = getattr(verifier.judge, "llm", None)
-    if judge_llm is None:
-        return verifier
-    judge = copy.copy(verifier.judge)
-    judge.llm = RecordingLLM(judge_llm, trace, purpose="verify")
-    clone = copy.copy(verifier)
-    clone.judge = judge
-    return clone
-
-
-def withhold_quotes(citations: list[Citation], hidden: set[str]) -> list[Citation]:
-    """`citations` as a user may see them: a citation of a chunk whose text the policy hides
-    (`snippet_visible: false`) keeps its id, document and source, and loses its quote."""
-    return [c.model_copy(update={"quote": ""}) if c.chunk_id in hidden and c.quote else c for c in citations]
-
-
-def record_outcome(trace: Trace, resp: AnswerResponse) -> None:
-    """Write the delivered answer into its trace (F5)."""
-    trace.route = resp.route
-    trace.outcome.update({"fallback": resp.fallback, "grounded": resp.grounded, "confidence": resp.confidence,
-                          "answer": resp.answer, "citations": [c.model_dump() for c in resp.citations],
-                          "removed": resp.removed.model_dump()})
 
 
 class Answerer:
@@ -124,6 +79,10 @@ class Answerer:
         """Whether this question is answered quotes first (`answer.evidence_first`, per language)."""
         return ("zh" if is_chinese(question) else "en") in self.config.evidence_first
 
+    def rewrites_rejected(self, question: str) -> bool:
+        """Whether a draft the verifier rejects whole is written once more (`answer.rewrite_rejected`)."""
+        return ("zh" if is_chinese(question) else "en") in self.config.rewrite_rejected
+
     def system_message(self, evidence_first: bool = False) -> str:
         return self.system_prompt.render(max_sentences=self.config.max_sentences, evidence_first=evidence_first)
 
@@ -146,11 +105,13 @@ class Answerer:
         return out
 
     def _messages(self, question: str, blocks: list[ContextBlock], retry_reason: str | None,
-                  facts: list[dict[str, str]] | None = None) -> list[Any]:
+                  facts: list[dict[str, str]] | None = None, evidence_first: bool | None = None) -> list[Any]:
         from cograg.models.llm import ChatMessage
 
         view = [{"citation_id": b.citation_id, "source_name": Path(b.source).name, "text": b.text} for b in blocks]
-        return [ChatMessage(role="system", content=self.system_message(self.evidence_first(question))),
+        if evidence_first is None:
+            evidence_first = self.evidence_first(question)
+        return [ChatMessage(role="system", content=self.system_message(evidence_first)),
                 ChatMessage(role="user", content=self.user_prompt.render(facts=facts or [], blocks=view,
                                                                          question=question, retry_reason=retry_reason))]
 
@@ -265,92 +226,34 @@ class Answerer:
 
         llm = RecordingLLM(self.llm, trace)
         removed = RemovedCounts()
-        validated = None
-        retry_reason: str | None = None
-        schema = self.draft_schema(self.evidence_first(q))
-        enforced = verbatim_draft_schema(clean_blocks, schema) if self.config.verbatim_quotes else None
-        for attempt in range(2):
-            try:
-                reply, _ = llm.chat_json(self._messages(q, clean_blocks, retry_reason, facts), schema,
-                                         max_tokens=self.config.max_answer_tokens, timeout_s=self.config.llm_timeout_s,
-                                         enforced_schema=enforced)
-                draft = reply.draft() if isinstance(reply, EvidenceFirstDraft) else reply
-            except ModelError as exc:
-                trace.event("MODEL_ERROR", error=f"{type(exc).__name__}: {exc}"[:300])
-                if attempt == 0:
-                    removed.regenerations += 1
-                    retry_reason = "it was not valid JSON for the contract"
-                    continue
-                return finish(trace, self._refusal(q, trace, result, f"model failed: {type(exc).__name__}",
-                                                         evidence=self._best_evidence(clean_blocks, q)))
-            validated = validate_draft(draft, clean_blocks, question=q)  # type: ignore[arg-type]
-            for field in ("unmatched_quotes", "repaired_quotes", "markers_without_citation", "citations_without_marker",
-                          "markers_inserted", "dropped_citations", "repointed_citations", "completed_citations"):
-                setattr(removed, field, getattr(removed, field) + getattr(validated.issues, field))
-            for repair in validated.quote_repairs:  # what was quoted and what stands in its place (C2)
-                shown = repair.model_dump() if repair.chunk_id not in hidden else \
-                    repair.model_dump(exclude={"quote", "repaired"})
-                trace.event("QUOTE_REPAIRED", attempt=attempt + 1, **shown)
-            removed.hallucinated_ids += validated.issues.hallucinated_ids
-            # the model's own draft, kept in the trace but never in an event (events are streamed, and a
-            # draft is unverified); its text and cited block ids, not its quotes (a quote of a
-            # snippet-hidden chunk must not reach the trace), so a refused turn shows what was rejected.
-            # `text` is a source-text key: the API empties it where snippets are hidden
-            trace.drafts.append({"attempt": attempt + 1, "text": draft.answer[:DRAFT_TRACE_CHARS],  # type: ignore[union-attr]
-                                 "cited": [c.id for c in draft.citations], "fallback": validated.fallback,  # type: ignore[union-attr]
-                                 "issues": {k: v for k, v in validated.issues.model_dump().items() if v}})
-            trace.event("DRAFT_READY", attempt=attempt + 1, citations=len(validated.citations),
-                        fallback=validated.fallback, hallucinated=validated.issues.hallucinated_ids)
-            if validated.fallback or validated.citations:
-                break
-            if attempt == 0:
-                removed.regenerations += 1
-                # the generic message, measured: naming the block whose quote was not its text made
-                # the 1.5B model cut its answer to a fragment with another wrong quote (the Chinese
-                # end-to-end question, refused), and changed no eval-split outcome (docs/benchmarks.md)
-                retry_reason = ("it states facts without citing any valid block" if not validated.issues.hallucinated_ids
-                                else f"it cited blocks that do not exist ({', '.join(validated.issues.hallucinated_ids)})")
-        assert validated is not None
+        drafted = self._drafts(q, clean_blocks, facts, llm, trace, removed, hidden,
+                               evidence_first=self.evidence_first(q), attempts=2)
+        if isinstance(drafted, str):
+            return finish(trace, self._refusal(q, trace, result, drafted, evidence=self._best_evidence(clean_blocks, q)))
+        validated = drafted
         if validated.fallback or not validated.citations:
             why = "the model found the evidence insufficient" if validated.fallback else "no valid citation after one regeneration"
             return finish(trace, self._refusal(q, trace, result, why, evidence=self._best_evidence(clean_blocks, q)))
 
-        evidence_by_id = {c.id: clean_blocks[[str(b.citation_id) for b in clean_blocks].index(
-            self._block_of(c, clean_blocks))].text for c in validated.citations}
-        # C5 post-check: a supported sentence may still be an obeyed injection
-        allowed = q + "\n" + "\n".join(b.text for b in clean_blocks)
-
-        obeyed: dict[int, str | None] = {}  # post-check result per kept sentence, computed once
-
-        def stream_verified(index: int, claim: ClaimCheck) -> None:
-            # published as soon as the sentence is verified and passed the post-check; the final
-            # answer may still be a refusal (too few sentences verified), which ANSWER_READY says
-            if not claim.kept:
-                return
-            obeyed[index] = obeyed_injection(claim.sentence, flagged, allowed, question=q, evidence=evidence_by_id)
-            if not obeyed[index]:
-                trace.event("SENTENCE_VERIFIED", index=index, sentence=claim.sentence,
-                            citations=[c.model_dump() for c in withhold_quotes(validated.citations, hidden)
-                                       if c.id in claim.citation_ids])
-
-        # the judge's own model calls go into this trace too (it may be a different model)
-        verification = recording_verifier(self.verifier, trace).verify(
-            validated.answer, validated.citations, evidence_by_id, question=q, on_verified=stream_verified)
-        trace.verdicts = [c.model_dump() for c in verification.claims]
-        trace.event("VERIFIED", supported=verification.supported, total=verification.total)
-
-        kept: list[str] = []
-        for index, claim in enumerate(verification.claims):
-            if not claim.kept:
-                removed.unsupported_sentences += 1
-                continue
-            why = obeyed[index]
-            if why:
-                claim.kept = False
-                claim.reason = f"removed: {why}"
-                removed.injection_sentences += 1
-                continue
-            kept.append(claim.sentence)
+        verification, kept = self._verified(q, validated, clean_blocks, flagged, trace, removed, hidden)
+        if not kept and not removed.injection_sentences and self.rewrites_rejected(q):
+            # C3 "removed or rewritten": no sentence survived the verifier, so the model writes the
+            # answer once more, in the same form, told what was rejected; the new draft passes the
+            # same contract and verifier, and failing either the turn is refused as before. Written
+            # quotes first instead, it gained one calibration question and one wrong answer; in the
+            # same form, two and none (docs/benchmarks.md, "A rejected answer written again")
+            rejected = " ".join(strip_markers(c.sentence) for c in verification.claims)[:REJECTED_CHARS]
+            removed.rewrites += 1
+            trace.event("REWRITE_REQUESTED", rejected=len(verification.claims))
+            rewritten = self._drafts(q, clean_blocks, facts, llm, trace, removed, hidden,
+                                     evidence_first=self.evidence_first(q), attempts=1,
+                                     first_number=2 + removed.regenerations,
+                                     retry_reason=REWRITE_REASON.format(rejected=rejected))
+            if not isinstance(rewritten, str) and not rewritten.fallback and rewritten.citations:
+                rejected_verdicts = trace.verdicts
+                validated = rewritten
+                verification, kept = self._verified(q, validated, clean_blocks, flagged, trace, removed, hidden)
+                trace.verdicts = rejected_verdicts + trace.verdicts  # both drafts' verdicts, in order
         # sentences the post-check removed were verified, but obeyed a document: they neither count
         # for nor against what is left (counting them against it let an attack refuse a good answer)
         supported_ratio = len(kept) / max(1, verification.total - removed.injection_sentences)
@@ -378,6 +281,98 @@ class Answerer:
                               trace_id=trace.trace_id, claims=verification.claims, removed=removed,
                               evidence_score=result.evidence_score)
         return finish(trace, resp)
+
+    def _drafts(self, q: str, blocks: list[ContextBlock], facts: list[dict[str, str]] | None, llm: Any,
+                trace: Trace, removed: RemovedCounts, hidden: set[str], *, evidence_first: bool, attempts: int,
+                first_number: int = 1, retry_reason: str | None = None) -> ValidatedAnswer | str:
+        """The model's draft under the contract (C2), regenerated while attempts remain if it is not
+        JSON for the contract or cites no valid block; the last draft, or why the model failed."""
+        schema = self.draft_schema(evidence_first)
+        enforced = verbatim_draft_schema(blocks, schema) if self.config.verbatim_quotes else None
+        validated: ValidatedAnswer | None = None
+        for attempt in range(attempts):
+            number = first_number + attempt
+            try:
+                reply, _ = llm.chat_json(self._messages(q, blocks, retry_reason, facts, evidence_first), schema,
+                                         max_tokens=self.config.max_answer_tokens, timeout_s=self.config.llm_timeout_s,
+                                         enforced_schema=enforced)
+                draft = reply.draft() if isinstance(reply, EvidenceFirstDraft) else reply
+            except ModelError as exc:
+                trace.event("MODEL_ERROR", error=f"{type(exc).__name__}: {exc}"[:300])
+                if attempt + 1 < attempts:
+                    removed.regenerations += 1
+                    retry_reason = "it was not valid JSON for the contract"
+                    continue
+                return f"model failed: {type(exc).__name__}"
+            validated = validate_draft(draft, blocks, question=q)
+            for field in ("unmatched_quotes", "repaired_quotes", "markers_without_citation", "citations_without_marker",
+                          "markers_inserted", "dropped_citations", "repointed_citations", "completed_citations"):
+                setattr(removed, field, getattr(removed, field) + getattr(validated.issues, field))
+            for repair in validated.quote_repairs:  # what was quoted and what stands in its place (C2)
+                shown = repair.model_dump() if repair.chunk_id not in hidden else \
+                    repair.model_dump(exclude={"quote", "repaired"})
+                trace.event("QUOTE_REPAIRED", attempt=number, **shown)
+            removed.hallucinated_ids += validated.issues.hallucinated_ids
+            # the model's own draft, kept in the trace but never in an event (events are streamed, and a
+            # draft is unverified); its text and cited block ids, not its quotes (a quote of a
+            # snippet-hidden chunk must not reach the trace), so a refused turn shows what was rejected.
+            # `text` is a source-text key: the API empties it where snippets are hidden
+            trace.drafts.append({"attempt": number, "text": draft.answer[:DRAFT_TRACE_CHARS],
+                                 "cited": [c.id for c in draft.citations], "fallback": validated.fallback,
+                                 "issues": {k: v for k, v in validated.issues.model_dump().items() if v}})
+            trace.event("DRAFT_READY", attempt=number, citations=len(validated.citations),
+                        fallback=validated.fallback, hallucinated=validated.issues.hallucinated_ids)
+            if validated.fallback or validated.citations:
+                break
+            if attempt + 1 < attempts:
+                removed.regenerations += 1
+                # the generic message, measured: naming the block whose quote was not its text made
+                # the 1.5B model cut its answer to a fragment with another wrong quote (the Chinese
+                # end-to-end question, refused), and changed no eval-split outcome (docs/benchmarks.md)
+                retry_reason = ("it states facts without citing any valid block" if not validated.issues.hallucinated_ids
+                                else f"it cited blocks that do not exist ({', '.join(validated.issues.hallucinated_ids)})")
+        assert validated is not None
+        return validated
+
+    def _verified(self, q: str, validated: ValidatedAnswer, blocks: list[ContextBlock], flagged: list[str],
+                  trace: Trace, removed: RemovedCounts, hidden: set[str]) -> tuple[VerificationResult, list[str]]:
+        """The verifier's verdicts on a validated draft (C3) and the sentences that survive them and
+        the post-check for obeyed injections (C5); what is removed is counted in `removed`."""
+        evidence_by_id = {c.id: blocks[[str(b.citation_id) for b in blocks].index(
+            self._block_of(c, blocks))].text for c in validated.citations}
+        # C5 post-check: a supported sentence may still be an obeyed injection
+        allowed = q + "\n" + "\n".join(b.text for b in blocks)
+        obeyed: dict[int, str | None] = {}  # post-check result per kept sentence, computed once
+
+        def stream_verified(index: int, claim: ClaimCheck) -> None:
+            # published as soon as the sentence is verified and passed the post-check; the final
+            # answer may still be a refusal (too few sentences verified), which ANSWER_READY says
+            if not claim.kept:
+                return
+            obeyed[index] = obeyed_injection(claim.sentence, flagged, allowed, question=q, evidence=evidence_by_id)
+            if not obeyed[index]:
+                trace.event("SENTENCE_VERIFIED", index=index, sentence=claim.sentence,
+                            citations=[c.model_dump() for c in withhold_quotes(validated.citations, hidden)
+                                       if c.id in claim.citation_ids])
+
+        # the judge's own model calls go into this trace too (it may be a different model)
+        verification = recording_verifier(self.verifier, trace).verify(
+            validated.answer, validated.citations, evidence_by_id, question=q, on_verified=stream_verified)
+        trace.verdicts = [c.model_dump() for c in verification.claims]
+        trace.event("VERIFIED", supported=verification.supported, total=verification.total)
+        kept: list[str] = []
+        for index, claim in enumerate(verification.claims):
+            if not claim.kept:
+                removed.unsupported_sentences += 1
+                continue
+            why = obeyed[index]
+            if why:
+                claim.kept = False
+                claim.reason = f"removed: {why}"
+                removed.injection_sentences += 1
+                continue
+            kept.append(claim.sentence)
+        return verification, kept
 
     @staticmethod
     def _block_of(c: Citation, blocks: list[ContextBlock]) -> str:
