@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import shutil
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -139,6 +140,33 @@ def test_a_new_database_at_the_same_path_gets_its_own_matrix(store_dir: Path) ->
         assert len(second.keyword_search("cable car", 3)) == 1
     finally:
         second.close()
+
+
+def test_closing_a_store_waits_for_its_background_build(store_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The build reads the database on a thread of its own: after `close` no thread holds (or opens)
+    a file in the store's folder, so the folder can be removed at once (a new-clone test run failed
+    with "Directory not empty" when a build was still running)."""
+    from cograg.index import bm25_memory
+
+    started = threading.Event()
+    load = bm25_memory.load_postings
+
+    def slow_load(conn, generation):
+        started.set()
+        time.sleep(0.5)
+        return load(conn, generation)
+
+    monkeypatch.setattr(bm25_memory, "load_postings", slow_load)
+    store = SQLiteStore(store_dir)
+    write(store, make_doc(1, acl=()), ["The old ferry sails at noon."])
+    assert store.keyword_search("ferry", 3)  # FTS5 answers; the matrix is built in the background
+    assert started.wait(5)
+    index = store.bm25_index
+    store.close()
+    assert index._builder is not None and not index._builder.is_alive()
+    assert index._postings is not None  # the build finished, rather than failing on a closed store
+    shutil.rmtree(store_dir)
+    assert not store_dir.exists()
 
 
 def test_concurrent_searches_while_documents_change(filled: SQLiteStore) -> None:

@@ -33,6 +33,10 @@ from cograg.index.sqlite_search import fts5_search
 from cograg.index.term_stats import TermStats
 from cograg.index.vectors import VectorIndex
 
+# how long `close` waits for a background BM25 build of the store (one read of every chunk: well
+# under this on the stores measured; past it the thread is left to fail on its own)
+CLOSE_WAITS_FOR_BUILD_S = 60.0
+
 
 class SQLiteStore:
     """Documents and chunks in `<store>/cograg.db`."""
@@ -330,6 +334,10 @@ class SQLiteStore:
         return problems
 
     def close(self) -> None:
+        # a background BM25 build reads this database through a connection of its own: a closed
+        # store leaves no thread holding (or opening) files in its folder, which may be removed next
+        if self._bm25_index is not None:
+            self._bm25_index.wait_for_build(CLOSE_WAITS_FOR_BUILD_S)
         self.conn.close()
 
     def __enter__(self) -> SQLiteStore:
