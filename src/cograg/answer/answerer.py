@@ -43,6 +43,11 @@ REWRITE_REASON = ('the verifier found that "{rejected}" is not an answer to the 
                   'support. Copy the evidence that answers the question itself, then write the answer from it')
 
 
+def _language(question: str) -> Literal["en", "zh"]:
+    """The language whose per-language settings (`answer.evidence_first`, `rewrite_rejected`) apply."""
+    return "zh" if is_chinese(question) else "en"
+
+
 class QuestionError(CogragError):
     """The question cannot be answered as given (empty, too long)."""
 
@@ -77,11 +82,11 @@ class Answerer:
 
     def evidence_first(self, question: str) -> bool:
         """Whether this question is answered quotes first (`answer.evidence_first`, per language)."""
-        return ("zh" if is_chinese(question) else "en") in self.config.evidence_first
+        return _language(question) in self.config.evidence_first
 
     def rewrites_rejected(self, question: str) -> bool:
         """Whether a draft the verifier rejects whole is written once more (`answer.rewrite_rejected`)."""
-        return ("zh" if is_chinese(question) else "en") in self.config.rewrite_rejected
+        return _language(question) in self.config.rewrite_rejected
 
     def system_message(self, evidence_first: bool = False) -> str:
         return self.system_prompt.render(max_sentences=self.config.max_sentences, evidence_first=evidence_first)
@@ -105,12 +110,10 @@ class Answerer:
         return out
 
     def _messages(self, question: str, blocks: list[ContextBlock], retry_reason: str | None,
-                  facts: list[dict[str, str]] | None = None, evidence_first: bool | None = None) -> list[Any]:
+                  facts: list[dict[str, str]] | None, evidence_first: bool) -> list[Any]:
         from cograg.models.llm import ChatMessage
 
         view = [{"citation_id": b.citation_id, "source_name": Path(b.source).name, "text": b.text} for b in blocks]
-        if evidence_first is None:
-            evidence_first = self.evidence_first(question)
         return [ChatMessage(role="system", content=self.system_message(evidence_first)),
                 ChatMessage(role="user", content=self.user_prompt.render(facts=facts or [], blocks=view,
                                                                          question=question, retry_reason=retry_reason))]
@@ -226,8 +229,9 @@ class Answerer:
 
         llm = RecordingLLM(self.llm, trace)
         removed = RemovedCounts()
+        evidence_first = self.evidence_first(q)
         drafted = self._drafts(q, clean_blocks, facts, llm, trace, removed, hidden,
-                               evidence_first=self.evidence_first(q), attempts=2)
+                               evidence_first=evidence_first, attempts=2)
         if isinstance(drafted, str):
             return finish(trace, self._refusal(q, trace, result, drafted, evidence=self._best_evidence(clean_blocks, q)))
         validated = drafted
@@ -246,7 +250,7 @@ class Answerer:
             removed.rewrites += 1
             trace.event("REWRITE_REQUESTED", rejected=len(verification.claims))
             rewritten = self._drafts(q, clean_blocks, facts, llm, trace, removed, hidden,
-                                     evidence_first=self.evidence_first(q), attempts=1,
+                                     evidence_first=evidence_first, attempts=1,
                                      first_number=2 + removed.regenerations,
                                      retry_reason=REWRITE_REASON.format(rejected=rejected))
             if not isinstance(rewritten, str) and not rewritten.fallback and rewritten.citations:
