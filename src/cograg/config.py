@@ -97,6 +97,10 @@ class AnswerConfig(_Section):
     rewrite_rejected: list[Literal["en", "zh"]] = Field(
         ["en", "zh"], description="languages whose drafts are written once more, told what was rejected, when the "
         "verifier rejects every sentence (SPEC C3 'removed or rewritten'); true = both, false = none")
+    # Chosen on the calibration split (docs/benchmarks.md, "Names as the source writes them")
+    full_names: bool = Field(
+        True, description="a name in a verified English sentence is written as the blocks it cites write it "
+        "in full (\"Sandra Oh\" → \"Sandra Miju Oh\"), where they hold one longer form (answer/full_names.py)")
     verbatim_quotes: bool = Field(
         True, description="the backend constrains each citation's quote to a sentence or clause of the "
         "context, verbatim, and its id to a block's (answer/contract.verbatim_draft_schema)")

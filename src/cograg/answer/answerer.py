@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from cograg.answer.contract import (Citation, DraftAnswer, EvidenceFirstDraft, ValidatedAnswer, distinct_sentences,
                                     strip_markers, validate_draft, verbatim_draft_schema)
+from cograg.answer.full_names import cited_block_texts, full_names
 from cograg.answer.injection import obeyed_injection, redact, untrusted_quote
 from cograg.answer.response import (AnswerResponse, RemovedCounts, record_outcome, recording_verifier,
                                     withhold_quotes)
@@ -273,6 +274,10 @@ class Answerer:
             return finish(trace, resp)
 
         kept = distinct_sentences(kept)
+        if self.config.full_names and not is_chinese(q):
+            kept, written = full_names(kept, cited_block_texts(kept, validated.citations, clean_blocks))
+            for w in written:  # after the verdicts: the longer name is the cited blocks' own text
+                trace.event("NAME_WRITTEN_IN_FULL", **w.model_dump())
         answer = " ".join(kept) if not is_chinese(q) else "".join(kept)
         used = {k for s in kept for k in re.findall(r"\[(\d+)\]", s)}
         citations = [c for c in validated.citations if c.id in used]

@@ -1,0 +1,107 @@
+"""A name written as the cited source writes it in full (English), after the sentence is verified.
+
+The 1.5B model shortens the names it copies: the passage says "Sandra Miju Oh, OC (born July 20,
+1971) is a Canadian actress", the answer says "Sandra Oh [1]". The short form is what people call
+her, but it is not the text the citation points at, and the name in the source is the one a reader
+can find there (HotpotQA's gold answers are those full forms: "Sandra Miju Oh", "Gerald Lee
+McRaney", 'Nicholas Lofton "Nick" Hexum'; docs/benchmarks.md, "Names as the source writes them").
+
+The rule is deterministic and narrow. A run of two to four capitalised words in a verified sentence
+("Sandra Oh") is replaced by a longer form of it when the chunks of the blocks the sentence cites
+(what the verifier judged it against) hold exactly one such form:
+
+* middle names or initials between its first and last word: "Sandra Miju Oh", "Waylon J. Smithers";
+* a nickname in quotes that is its first word, before its last word, after up to three names:
+  'Nicholas Lofton "Nick" Hexum';
+* either of these followed by a generational suffix: "Waylon J. Smithers Jr.".
+
+The longer form adds only names (capitalised words, initials, a quoted nickname, a suffix) and keeps
+the short form's first and last word, so the sentence says what the verifier checked about the same
+person; two different longer forms, or none, leave the sentence as it is. The rule does not know a
+person from a place: a run such as "Harbour Line" would be written "Harbour Ferry Line" where its
+cited text says that, and only that. Every replacement is returned for the trace.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import BaseModel
+
+from cograg.answer.markers import MARKER_RE, markers_in
+from cograg.retrieval.packing import ContextBlock
+
+_NAME_WORD = r"[A-Z][a-z][\w'’-]*"
+_RUN = re.compile(rf"(?<![\w'’.\-]){_NAME_WORD}(?:\s+{_NAME_WORD}){{1,3}}(?![\w'’\-])")
+_MIDDLE = rf"(?:{_NAME_WORD}|[A-Z]\.)"
+_SUFFIX = r"(?:,?\s+(?:Jr\.|Sr\.|II|III|IV)(?![\w]))?"
+
+
+class NameWritten(BaseModel):
+    """One name replaced by the longer form its citation holds."""
+
+    sentence_index: int
+    short: str
+    full: str
+
+
+def _longer_forms(short: str, text: str) -> set[str]:
+    """The longer forms of `short` that `text` holds (see the module docstring)."""
+    words = short.split()
+    first, last = re.escape(words[0]), re.escape(words[-1])
+    inner = r"\s+".join(re.escape(w) for w in words[1:-1])
+    found: set[str] = set()
+    # an added name is none of the short form's words ("Sandra Oh Sandra Miju Oh", a title before
+    # the text, must not match from its first "Sandra")
+    added_name = rf"(?!(?:{'|'.join(re.escape(w) for w in words)})(?![\w'’\-])){_MIDDLE}"
+    # middle names or initials: "Sandra Miju Oh" for "Sandra Oh" ("Gerald Lee McRaney" for "Gerald McRaney")
+    middle = (rf"(?:\s+{added_name}){{1,3}}" if not inner else
+              rf"(?=\s+{added_name})(?:\s+{added_name}){{0,2}}\s+{inner}(?:\s+{added_name}){{0,2}}"
+              rf"|(?:\s+{added_name}){{0,2}}\s+{inner}(?:\s+{added_name}){{1,2}}")
+    for m in re.finditer(rf"(?<![\w'’\-]){first}(?:{middle})\s+{last}(?![\w'’\-]){_SUFFIX}", text):
+        found.add(" ".join(m.group(0).split()))
+    # a quoted nickname: 'Nicholas Lofton "Nick" Hexum' for "Nick Hexum" (two-word names only)
+    if len(words) == 2:
+        nick = rf"[\"“]{first}[\"”]"
+        given = rf"(?!(?:{'|'.join(re.escape(w) for w in words)})(?![\w'’\-])){_NAME_WORD}"
+        for m in re.finditer(rf"(?<![\w'’\-])(?:{given}\s+){{1,3}}{nick}\s+{last}(?![\w'’\-]){_SUFFIX}", text):
+            found.add(" ".join(m.group(0).split()))
+    return {f for f in found if f.rstrip(",") != short}
+
+
+def full_names(sentences: list[str], cited_texts: list[list[str]]) -> tuple[list[str], list[NameWritten]]:
+    """(`sentences` with each name replaced by the one longer form its cited chunks hold, what was
+    replaced). `cited_texts[i]` are the texts of the chunks sentence i cites."""
+    out: list[str] = []
+    written: list[NameWritten] = []
+    for index, (sentence, texts) in enumerate(zip(sentences, cited_texts, strict=True)):
+        body = MARKER_RE.sub(lambda m: " " * len(m.group(0)), sentence)  # runs never span a marker
+        replaced = sentence
+        for run in dict.fromkeys(m.group(0) for m in _RUN.finditer(body)):
+            forms = set().union(*(_longer_forms(run, t) for t in texts)) if texts else set()
+            if len(forms) != 1:
+                continue
+            full = forms.pop()
+            replaced = re.sub(rf"(?<![\w'’\-]){re.escape(run)}(?![\w'’\-])", lambda _m: full, replaced)
+            written.append(NameWritten(sentence_index=index, short=run, full=full))
+        out.append(replaced)
+    return out, written
+
+
+def cited_block_texts(sentences: list[str], citations: list[Any], blocks: list[ContextBlock]) -> list[list[str]]:
+    """For each sentence, the chunk texts of the blocks its markers cite: what the verifier judged
+    it against (`citations` are the answer's, each naming its chunk)."""
+    chunk_of = {str(c.id): c.chunk_id for c in citations}
+    out: list[list[str]] = []
+    for sentence in sentences:
+        texts: list[str] = []
+        for cid in dict.fromkeys(chunk_of.get(i) for i, _, _ in markers_in(sentence)):
+            block = next((b for b in blocks if cid in b.chunk_ids), None)
+            if block is not None:
+                texts += block.chunk_texts or [block.text]
+        out.append(texts)
+    return out
+
+
+__all__ = ["NameWritten", "cited_block_texts", "full_names"]
