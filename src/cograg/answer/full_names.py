@@ -54,7 +54,8 @@ def _longer_forms(short: str, text: str) -> set[str]:
     found: set[str] = set()
     # an added name is none of the short form's words ("Sandra Oh Sandra Miju Oh", a title before
     # the text, must not match from its first "Sandra")
-    added_name = rf"(?!(?:{'|'.join(re.escape(w) for w in words)})(?![\w'’\-])){_MIDDLE}"
+    not_own = rf"(?!(?:{'|'.join(re.escape(w) for w in words)})(?![\w'’\-]))"
+    added_name = not_own + _MIDDLE
     # middle names or initials: "Sandra Miju Oh" for "Sandra Oh" ("Gerald Lee McRaney" for "Gerald McRaney")
     middle = (rf"(?:\s+{added_name}){{1,3}}" if not inner else
               rf"(?=\s+{added_name})(?:\s+{added_name}){{0,2}}\s+{inner}(?:\s+{added_name}){{0,2}}"
@@ -64,8 +65,7 @@ def _longer_forms(short: str, text: str) -> set[str]:
     # a quoted nickname: 'Nicholas Lofton "Nick" Hexum' for "Nick Hexum" (two-word names only)
     if len(words) == 2:
         nick = rf"[\"“]{first}[\"”]"
-        given = rf"(?!(?:{'|'.join(re.escape(w) for w in words)})(?![\w'’\-])){_NAME_WORD}"
-        for m in re.finditer(rf"(?<![\w'’\-])(?:{given}\s+){{1,3}}{nick}\s+{last}(?![\w'’\-]){_SUFFIX}", text):
+        for m in re.finditer(rf"(?<![\w'’\-])(?:{not_own}{_NAME_WORD}\s+){{1,3}}{nick}\s+{last}(?![\w'’\-]){_SUFFIX}", text):
             found.add(" ".join(m.group(0).split()))
     return {f for f in found if f.rstrip(",") != short}
 
