@@ -73,13 +73,14 @@ def test_precedence_python_then_nested_env_then_flat_env(monkeypatch: pytest.Mon
     assert Settings(answer={"context_budget_tokens": 700}).answer.max_sentences == 3
 
 
+@pytest.mark.parametrize("key", ["evidence_first", "rewrite_rejected"])
 @pytest.mark.parametrize(("value", "langs"), [("en", ["en"]), ("en,zh", ["en", "zh"]), ("true", ["en", "zh"]),
                                              ("false", []), ('["zh"]', ["zh"])])
-def test_evidence_first_takes_words_or_json_from_env_and_set(monkeypatch: pytest.MonkeyPatch, value: str,
-                                                             langs: list[str]) -> None:
-    assert Settings().with_overrides([f"answer.evidence_first={value}"]).answer.evidence_first == langs
-    monkeypatch.setenv("COGRAG_ANSWER__EVIDENCE_FIRST", value)
-    assert Settings().answer.evidence_first == langs
+def test_a_language_list_takes_words_or_json_from_env_and_set(monkeypatch: pytest.MonkeyPatch, key: str, value: str,
+                                                              langs: list[str]) -> None:
+    assert getattr(Settings().with_overrides([f"answer.{key}={value}"]).answer, key) == langs
+    monkeypatch.setenv(f"COGRAG_ANSWER__{key.upper()}", value)
+    assert getattr(Settings().answer, key) == langs
 
 
 def test_evidence_first_rejects_an_unknown_language() -> None:

@@ -55,6 +55,11 @@ class _Section(BaseModel):
     model_config = {"extra": "forbid"}
 
 
+# the answer settings that name languages: words (`en,zh`, `true`, `false`) or a JSON list, from
+# `--set` and the environment alike
+LANGUAGE_LISTS = ("evidence_first", "rewrite_rejected")
+
+
 class AnswerConfig(_Section):
     """The verified-answer stage (SPEC C): context, refusal floors, generation limits."""
 
@@ -105,11 +110,11 @@ class AnswerConfig(_Section):
         True, description="the backend constrains each citation's quote to a sentence or clause of the "
         "context, verbatim, and its id to a block's (answer/contract.verbatim_draft_schema)")
 
-    @field_validator("evidence_first", "rewrite_rejected", mode="before")
+    @field_validator(*LANGUAGE_LISTS, mode="before")
     @classmethod
     def _all_or_none(cls, v: object) -> object:
         # `--set answer.evidence_first=true|false|en|en,zh` and COGRAG_ANSWER__EVIDENCE_FIRST alike (and
-        # the same for rewrite_rejected)
+        # the same for each of LANGUAGE_LISTS)
         if isinstance(v, str):
             word = v.strip().lower()
             v = True if word in ("true", "on", "yes", "1") else False if word in ("false", "off", "no", "0", "") \
@@ -315,12 +320,12 @@ class _FlatEnv(PydanticBaseSettingsSource):
 
 class _Env(EnvSettingsSource):
     """`COGRAG_<SECTION>__<KEY>`, plus `COGRAG_MEMORY=sqlite|redis://…` as `memory.backend`, and
-    `COGRAG_ANSWER__EVIDENCE_FIRST=en,zh|true|false` as well as JSON."""
+    `COGRAG_ANSWER__EVIDENCE_FIRST=en,zh|true|false` (and each of `LANGUAGE_LISTS`) as well as JSON."""
 
     def decode_complex_value(self, field_name: str, field: Any, value: Any) -> Any:
         if field_name == "memory" and isinstance(value, str) and not value.lstrip().startswith("{"):
             return {"backend": value}
-        if field_name == "evidence_first" and isinstance(value, str) and not value.lstrip().startswith("["):
+        if field_name in LANGUAGE_LISTS and isinstance(value, str) and not value.lstrip().startswith("["):
             return value  # AnswerConfig's validator reads the words
         return super().decode_complex_value(field_name, field, value)
 
