@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from cograg.messages import message
-from cograg.text import is_chinese
+from cograg.text import language_of
 
 _AMBIGUOUS_EN = re.compile(r"\b(this|that|these|those|the above|said|aforementioned)\s+(method|approach|one|thing|document|paper|file|result|issue|problem|function|option|version|case|idea)\b|^\s*(what|how|why)\s+about\s+(it|that|this|them)\b", re.I)
 _AMBIGUOUS_ZH = re.compile(r"(这个|那个|该|上述|上面的?|刚才的?|前面的?)(方法|方案|文档|文件|问题|结果|函数|版本|东西|情况)|^(它|那|这)(呢|的)")
@@ -37,7 +37,7 @@ def needs_clarification(question: str, has_context: bool) -> str | None:
     m = _AMBIGUOUS_EN.search(question) or _AMBIGUOUS_ZH.search(question)
     if not m:
         return None
-    return message("clarify.which_reference", "zh" if is_chinese(question) else "en",
+    return message("clarify.which_reference", language_of(question),
                    reference=m.group(0), noun=m.group(0).split()[-1])
 
 

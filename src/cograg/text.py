@@ -20,6 +20,11 @@ def is_chinese(text: str) -> bool:
     return cjk > 0 and cjk >= len(_LATIN.findall(text)) / 4
 
 
+def language_of(text: str) -> Literal["en", "zh"]:
+    """"zh" for Chinese text (`is_chinese`), else "en": the key of per-language messages and settings."""
+    return "zh" if is_chinese(text) else "en"
+
+
 def normalise_for_match(text: str) -> str:
     """NFKC, case-folded, markdown emphasis removed, whitespace collapsed: two texts that say the same
     thing in different widths, cases or formatting compare equal."""
@@ -179,6 +184,7 @@ __all__ = [
     "char_ngrams",
     "is_chinese",
     "is_verbatim",
+    "language_of",
     "ngram_overlap",
     "normalise_for_match",
     "numbers_in",

@@ -30,8 +30,8 @@ from cograg.prompts import load_prompt
 from cograg.questions import expects_number, has_number, needs_clarification
 from cograg.retrieval.hops import with_follow_up
 from cograg.retrieval.models import SearchResult
-from cograg.retrieval.packing import ContextBlock, pack_context
-from cograg.text import is_chinese
+from cograg.retrieval.packing import ContextBlock, block_holding, pack_context
+from cograg.text import is_chinese, language_of
 from cograg.trace import RecordingLLM, Trace
 
 __all__ = ["AnswerConfig", "AnswerResponse", "Answerer", "QuestionError", "RemovedCounts", "record_outcome",
@@ -42,11 +42,6 @@ DRAFT_TRACE_CHARS = 600  # enough for a short answer; the trace stays small
 REJECTED_CHARS = 200  # of the rejected answer, quoted back to the model when it writes the answer again
 REWRITE_REASON = ('the verifier found that "{rejected}" is not an answer to the question that the blocks it cites '
                   'support. Copy the evidence that answers the question itself, then write the answer from it')
-
-
-def _language(question: str) -> Literal["en", "zh"]:
-    """The language whose per-language settings (`answer.evidence_first`, `rewrite_rejected`) apply."""
-    return "zh" if is_chinese(question) else "en"
 
 
 class QuestionError(CogragError):
@@ -83,11 +78,11 @@ class Answerer:
 
     def evidence_first(self, question: str) -> bool:
         """Whether this question is answered quotes first (`answer.evidence_first`, per language)."""
-        return _language(question) in self.config.evidence_first
+        return language_of(question) in self.config.evidence_first
 
     def rewrites_rejected(self, question: str) -> bool:
         """Whether a draft the verifier rejects whole is written once more (`answer.rewrite_rejected`)."""
-        return _language(question) in self.config.rewrite_rejected
+        return language_of(question) in self.config.rewrite_rejected
 
     def system_message(self, evidence_first: bool = False) -> str:
         return self.system_prompt.render(max_sentences=self.config.max_sentences, evidence_first=evidence_first)
@@ -347,8 +342,7 @@ class Answerer:
                   trace: Trace, removed: RemovedCounts, hidden: set[str]) -> tuple[VerificationResult, list[str]]:
         """The verifier's verdicts on a validated draft (C3) and the sentences that survive them and
         the post-check for obeyed injections (C5); what is removed is counted in `removed`."""
-        evidence_by_id = {c.id: blocks[[str(b.citation_id) for b in blocks].index(
-            self._block_of(c, blocks))].text for c in validated.citations}
+        evidence_by_id = {c.id: self._block_of(c, blocks).text for c in validated.citations}
         # C5 post-check: a supported sentence may still be an obeyed injection
         allowed = q + "\n" + "\n".join(b.text for b in blocks)
         obeyed: dict[int, str | None] = {}  # post-check result per kept sentence, computed once
@@ -384,11 +378,11 @@ class Answerer:
         return verification, kept
 
     @staticmethod
-    def _block_of(c: Citation, blocks: list[ContextBlock]) -> str:
-        for b in blocks:
-            if c.chunk_id in b.chunk_ids:
-                return str(b.citation_id)
-        raise AssertionError("validated citation outside the context")
+    def _block_of(c: Citation, blocks: list[ContextBlock]) -> ContextBlock:
+        block = block_holding(c.chunk_id, blocks)
+        if block is None:
+            raise AssertionError("validated citation outside the context")
+        return block
 
     @staticmethod
     def _best_evidence(blocks: list[ContextBlock], question: str) -> list[Citation]:

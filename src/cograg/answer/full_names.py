@@ -30,7 +30,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from cograg.answer.markers import MARKER_RE, markers_in
-from cograg.retrieval.packing import ContextBlock
+from cograg.retrieval.packing import ContextBlock, block_holding
 
 _NAME_WORD = r"[A-Z][a-z][\w'’-]*"
 _RUN = re.compile(rf"(?<![\w'’.\-]){_NAME_WORD}(?:\s+{_NAME_WORD}){{1,3}}(?![\w'’\-])")
@@ -97,7 +97,7 @@ def cited_block_texts(sentences: list[str], citations: list[Any], blocks: list[C
     for sentence in sentences:
         texts: list[str] = []
         for cid in dict.fromkeys(chunk_of.get(i) for i, _, _ in markers_in(sentence)):
-            block = next((b for b in blocks if cid in b.chunk_ids), None)
+            block = block_holding(cid, blocks)
             if block is not None:
                 texts += block.chunk_texts or [block.text]
         out.append(texts)

@@ -44,7 +44,7 @@ from cograg.control.routing_rules import RiskWeights, RoutingThresholds, SignalW
 from cograg.messages import message
 from cograg.models import ModelError
 from cograg.retrieval.models import SearchResult
-from cograg.text import is_chinese, normalise_for_match
+from cograg.text import is_chinese, language_of, normalise_for_match
 
 
 # --------------------------------------------------------------------------- LLM scores
@@ -302,7 +302,7 @@ class Router:
             if not has_context:
                 reasons.append(f"CLARIFY: ambiguity {scores.ambiguity:.2f} >= {th.clarify_ambiguity}, no context")
                 text = analysis.clarification or message("clarify.what_referring",
-                                                         "zh" if is_chinese(question) else "en")
+                                                         language_of(question))
                 return decide("CLARIFY", "R4_CLARIFY", clarification=text)
             reasons.append("ambiguity left to the conversation context")
         if scores.complexity >= th.multi_hop_complexity:

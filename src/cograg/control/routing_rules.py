@@ -11,7 +11,7 @@ import yaml
 from pydantic import BaseModel, Field, ValidationError
 
 from cograg.errors import ConfigError
-from cograg.text import is_chinese
+from cograg.text import language_of
 
 Signal = Literal["complexity", "ambiguity", "retrieval_need", "risk"]
 SIGNALS: tuple[Signal, ...] = ("complexity", "ambiguity", "retrieval_need", "risk")
@@ -112,7 +112,7 @@ class RoutingRules(BaseModel):
         "paragraph, not R3 (docs/benchmarks.md, control flow on bridge questions)")
 
     def sufficiency_for(self, question: str) -> SufficiencyThresholds:
-        lang: Literal["en", "zh"] = "zh" if is_chinese(question) else "en"
+        lang = language_of(question)
         return self.sufficiency.get(lang) or SufficiencyThresholds()
 
 

@@ -21,7 +21,7 @@ from cograg.errors import CogragError
 from cograg.eval.scoring import contains_gold, exact_match, f1
 from cograg.models import ModelError
 from cograg.models.judge import ClaimJudge
-from cograg.text import is_chinese
+from cograg.text import language_of
 
 
 class QAItem(BaseModel):
@@ -58,7 +58,7 @@ def load_qa(path: Path | str, *, corpus_name: str | None = None) -> list[QAItem]
         answers = [a["text"] if isinstance(a, dict) else str(a) for a in (answers if isinstance(answers, list) else [answers])]
         items.append(QAItem(id=item_id(r), question=r["question"], answers=answers,
                             answerable=bool(r.get("answerable", bool(answers))),
-                            lang=r.get("lang") or ("zh" if is_chinese(r["question"]) else "en"),
+                            lang=r.get("lang") or language_of(r["question"]),
                             split=r.get("split")))
     return items
 

@@ -119,9 +119,9 @@ class Turn:
 
     @property
     def lang(self) -> str:
-        from cograg.text import is_chinese
+        from cograg.text import language_of
 
-        return "zh" if is_chinese(self.question) else "en"
+        return language_of(self.question)
 
 
 __all__ = ["ModeFailed", "Turn", "TurnEvidence", "TurnOptions", "guard"]

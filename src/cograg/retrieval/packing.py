@@ -45,6 +45,11 @@ class ContextPack(BaseModel):
         return "\n\n".join(f"{b.label}\n{b.text}" for b in self.blocks)
 
 
+def block_holding(chunk_id: str | None, blocks: list[ContextBlock]) -> ContextBlock | None:
+    """The block of `blocks` that holds the chunk (a citation names its chunk, the verifier reads its block)."""
+    return next((b for b in blocks if chunk_id in b.chunk_ids), None)
+
+
 def _edges_first(items: list[ContextBlock]) -> list[ContextBlock]:
     front, back = [], []
     for i, item in enumerate(items):
