@@ -53,6 +53,14 @@ def test_a_name_stays_as_written_without_one_longer_form_in_its_citations(senten
     assert out == [sentence] and written == []
 
 
+def test_the_same_words_inside_a_longer_name_stay_as_written() -> None:
+    # "The Nick Hexum Quintet" is a band: its words are not the singer's name written short
+    text = 'Nicholas Lofton "Nick" Hexum is the vocalist for 311 and The Nick Hexum Quintet.'
+    out, written = full_names(["Nick Hexum sings for 311 and The Nick Hexum Quintet [1]."], [[text]])
+    assert out == ['Nicholas Lofton "Nick" Hexum sings for 311 and The Nick Hexum Quintet [1].']
+    assert [(w.short, w.full) for w in written] == [("Nick Hexum", 'Nicholas Lofton "Nick" Hexum')]
+
+
 def test_only_the_sentence_whose_citation_holds_the_longer_form_changes() -> None:
     out, written = full_names(["Sandra Oh starred [1].", "Sandra Oh won awards [2]."], [[OH], ["Sandra Oh won awards."]])
     assert out == ["Sandra Miju Oh starred [1].", "Sandra Oh won awards [2]."]

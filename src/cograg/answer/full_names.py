@@ -77,15 +77,22 @@ def full_names(sentences: list[str], cited_texts: list[list[str]]) -> tuple[list
     written: list[NameWritten] = []
     for index, (sentence, texts) in enumerate(zip(sentences, cited_texts, strict=True)):
         body = MARKER_RE.sub(lambda m: " " * len(m.group(0)), sentence)  # runs never span a marker
-        replaced = sentence
-        for run in dict.fromkeys(m.group(0) for m in _RUN.finditer(body)):
-            forms = set().union(*(_longer_forms(run, t) for t in texts)) if texts else set()
-            if len(forms) != 1:
-                continue
-            full = forms.pop()
-            replaced = re.sub(rf"(?<![\w'’\-]){re.escape(run)}(?![\w'’\-])", lambda _m: full, replaced)
-            written.append(NameWritten(sentence_index=index, short=run, full=full))
-        out.append(replaced)
+        longer: dict[str, str | None] = {}
+        pieces: list[str] = []
+        end = 0
+        # each run is replaced where it stands, so the same words inside a longer run ("The Nick
+        # Hexum Quintet", a band) stay as they are
+        for m in _RUN.finditer(body):
+            run = m.group(0)
+            if run not in longer:
+                forms = set().union(*(_longer_forms(run, t) for t in texts)) if texts else set()
+                longer[run] = forms.pop() if len(forms) == 1 else None
+                if longer[run] is not None:
+                    written.append(NameWritten(sentence_index=index, short=run, full=longer[run]))
+            if longer[run] is not None:
+                pieces += [sentence[end:m.start()], longer[run]]  # type: ignore[list-item]
+                end = m.end()
+        out.append("".join(pieces) + sentence[end:])
     return out, written
 
 
