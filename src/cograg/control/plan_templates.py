@@ -149,6 +149,20 @@ def _attribute_question(pred: str, entity: str) -> str:
     return f"What are the facts about {entity} relevant to: {pred.strip()}?"
 
 
+def _which_or(q: str) -> tuple[str, str, str] | None:
+    """(predicate, A, B) of "Which band was formed first, A or B?" (also without the comma when the
+    predicate ends at a comparative), or None."""
+    m = _WHICH_OR.match(q)
+    if not m or q.count(" or ") != 1:
+        return None
+    head = q[:m.start("b")].rsplit(" or ", 1)[0]
+    if "," in head or ":" in head:
+        sep = max(head.rfind(","), head.rfind(":"))
+        return head[:sep], head[sep + 1:], m.group("b")
+    split = _split_pred_and_a(head)
+    return (split[0], split[1], m.group("b")) if split is not None else None
+
+
 def _comparison_en(q: str) -> tuple[tuple[str, str], tuple[str, str]] | None:
     """((A, B), (sub-question A, sub-question B)) or None."""
     if q.count(" or ") + q.count(" and ") == 0:
@@ -163,18 +177,10 @@ def _comparison_en(q: str) -> tuple[tuple[str, str], tuple[str, str]] | None:
         pair = distinct_pair(entity_en(m.group("a")), entity_en(m.group("b")))
         if pair:
             return pair, (_attribute_question(m.group("pred"), pair[0]), _attribute_question(m.group("pred"), pair[1]))
-    m = _WHICH_OR.match(q)
-    if m and q.count(" or ") == 1:
-        head = q[:m.start("b")].rsplit(" or ", 1)[0]
-        if "," in head or ":" in head:
-            sep = max(head.rfind(","), head.rfind(":"))
-            pred, a = head[:sep], head[sep + 1:]
-        else:
-            split = _split_pred_and_a(head)
-            if split is None:
-                return None
-            pred, a = split
-        pair = distinct_pair(entity_en(a), entity_en(m.group("b")))
+    parts = _which_or(q)
+    if parts is not None:
+        pred, a, b = parts
+        pair = distinct_pair(entity_en(a), entity_en(b))
         if pair and len(pred.split()) <= 10:
             return pair, (_attribute_question(pred, pair[0]), _attribute_question(pred, pair[1]))
     m = _IN_COMMON.match(q)
@@ -333,6 +339,37 @@ def same_check(question: str) -> SameCheck | None:
                      noun=noun)
 
 
+@dataclass(frozen=True)
+class ChoiceCheck:
+    """"Which singer is American, A or B?" decided by verdicts: the claim "A is American" judged
+    against the sources A's look-up cited, "B is American" against B's. English only."""
+
+    entities: tuple[str, str]
+    lookups: tuple[str, str]
+    claims: tuple[str, str]
+
+
+# "Which singer is American", "Who was born in Germany", "Which of the two bands is from Leeds": a
+# be-verb and what the chosen one is, with no comparative ("Which was released first" compares)
+_CHOICE_PRED = re.compile(r"^(?:which|who)\b(?:\s+[\w'-]+){0,4}?\s+(?P<be>is|was|are|were)\s+(?P<p>\S.*?)\s*$", re.I)
+
+
+def choice_check(question: str) -> ChoiceCheck | None:
+    """The side-by-side check of "Which X is P, A or B?" (English, P not a comparative: "first",
+    "older", "more popular" are compared by the model from each side's facts), or None."""
+    q = " ".join(question.split())
+    parts = None if is_chinese(q) else _which_or(q)
+    m = _CHOICE_PRED.match(parts[0].strip()) if parts is not None else None
+    if m is None or re.search(rf"\b(?:{_COMPARATIVE})\b", m.group("p"), re.I):
+        return None
+    pair = distinct_pair(entity_en(parts[1]), entity_en(parts[2]))  # type: ignore[index]
+    if not pair:
+        return None
+    be = "was" if m.group("be").lower() in ("was", "were") else "is"
+    return ChoiceCheck(entities=pair, lookups=(f"Who or what {be} {pair[0]}?", f"Who or what {be} {pair[1]}?"),
+                       claims=(f"{pair[0]} {be} {m.group('p')}", f"{pair[1]} {be} {m.group('p')}"))
+
+
 # --------------------------------------------------------------------------- entry point
 
 
@@ -341,7 +378,7 @@ def template_plan(question: str) -> TemplatePlan | None:
     q = " ".join(question.split())
     if not q:
         return None
-    check = category_check(q) or same_check(q)
+    check = category_check(q) or same_check(q) or choice_check(q)
     comparison = ((check.entities, check.lookups) if check is not None else
                   _comparison_zh(q) if is_chinese(q) else _comparison_en(q))
     if comparison is not None:
@@ -360,4 +397,5 @@ def template_plan(question: str) -> TemplatePlan | None:
     return None
 
 
-__all__ = ["CategoryCheck", "SameCheck", "TemplatePlan", "category_check", "same_check", "template_plan"]
+__all__ = ["CategoryCheck", "ChoiceCheck", "SameCheck", "TemplatePlan", "category_check", "choice_check", "same_check",
+           "template_plan"]

@@ -208,7 +208,8 @@ class Router:
         if not rules.comparison_one_search or self.search is None or len(plan.entities) != 2:
             return None
         if rules.both_checked_in_r3 and plan.plan.sub_tasks[-1].kind == "check":
-            reasons.append("comparison: 'both X?' or 'same X?' is decided by R3's check of each side -> R3")
+            reasons.append("comparison: 'both X?', 'same X?' or 'which is P, A or B?' is decided by R3's check "
+                           "of each side -> R3")
             return None
         searched = self._one_search(self.search, question, rules, reasons, "comparison")
         if searched is None:

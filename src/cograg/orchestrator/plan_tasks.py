@@ -17,7 +17,7 @@ from cograg.answer.answerer import Answerer, AnswerResponse
 from cograg.answer.contract import strip_markers
 from cograg.trace import RecordingLLM, Trace
 from cograg.control.models import CancelToken, SubTask, TaskResult
-from cograg.control.plan_templates import SameCheck
+from cograg.control.plan_templates import ChoiceCheck, SameCheck
 from cograg.orchestrator.turn import TurnEvidence
 from cograg.retrieval.hops import follow_up_search
 from cograg.retrieval.models import SearchResult
@@ -81,10 +81,11 @@ class PlanTaskRunners:
         resp = self.answerer.answer(task.description, trace=t, result=result, has_context=True)
         return self._from_answer(task, resp, t, started)
 
-    def reason(self, task: SubTask, deps: list[TaskResult], token: CancelToken) -> TaskResult:
-        """Answer from the inputs' verified statements and the chunks they cite, no new search."""
+    def reason(self, task: SubTask, deps: list[TaskResult], token: CancelToken, trace: Trace | None = None) -> TaskResult:
+        """Answer from the inputs' verified statements and the chunks they cite, no new search
+        (into `trace` when a check that did not decide hands its question on)."""
         started = time.perf_counter()
-        t = self._sub_trace(task)
+        t = trace if trace is not None else self._sub_trace(task)
         usable = _established(deps)
         hits = [self.evidence.hits[c.chunk_id] for d in usable for c in d.citations
                 if c.chunk_id in self.evidence.hits]
@@ -105,40 +106,25 @@ class PlanTaskRunners:
         both; one contradicted: no, citing the side that is not an X; otherwise not established.
         The model writes nothing here, so it cannot conclude from one side. With one look-up
         failed, the other alone can still say no (one that is not an X makes "both" false), never yes.
-        "Are A and B in the same X?" is compared by value instead (`_same`)."""
-        from cograg.answer.answerer import recording_verifier
-        from cograg.answer.verifier import ClaimCheck
-        from cograg.control.plan_templates import category_check, same_check
+        "Are A and B in the same X?" is compared by value instead (`_same`), "Which X is P, A or B?"
+        by verdicts that choose (`_choice`)."""
+        from cograg.control.plan_templates import category_check, choice_check, same_check
         from cograg.control.synthesizer import CitationNumbering
 
         started = time.perf_counter()
         same = same_check(task.description)
         if same is not None:
             return self._same(task, deps, started, same)
+        choice = choice_check(task.description)
+        if choice is not None:
+            return self._choice(task, deps, token, started, choice)
         t = self._sub_trace(task)
         spec = category_check(task.description)
         sides = _sides(spec.entities, _established(deps)) if spec is not None else None
         if spec is None or sides is None:
             return self._failed(task, started, "not a question of the form 'are A and B both X?' over "
                                                "established look-ups")
-        verifier = recording_verifier(self.answerer.verifier, t)
-        verdicts: list[ClaimCheck] = []
-        for claim, side in zip(spec.claims, sides, strict=True):
-            if side is None:  # its look-up found nothing: no verdict
-                verdicts.append(ClaimCheck(sentence=claim, citation_ids=[], kept=False, verdict="UNRELATED",
-                                           method="none", reason="its look-up established nothing"))
-                continue
-            evidence = {c.id: self._evidence_text(c) for c in side.citations}
-            sentence = f"{claim} {''.join(f'[{c.id}]' for c in side.citations)}"
-            # the claim is composed from the question ("… was an American director"): its names are
-            # the question's, and whether the sources bear them out is the verdict
-            checked = verifier.verify(sentence, side.citations, evidence, named_in=task.description).claims
-            verdicts.append(checked[0] if checked else ClaimCheck(sentence=sentence, citation_ids=[], kept=False,
-                                                                  verdict="UNRELATED", method="none"))
-        t.verdicts += [v.model_dump() for v in verdicts]  # each side's verdict, in the turn's trace
-        t.event("VERIFIED", supported=sum(v.verdict == "SUPPORTED" for v in verdicts), total=len(verdicts))
-        reason = "; ".join(f"{claim}: {v.verdict} ({v.method})" for claim, v in zip(spec.claims, verdicts, strict=True))
-        self._merge_calls(task, t)
+        verdicts, reason = self._side_verdicts(task, t, spec.claims, sides)
         zh = is_chinese(task.description)
         contradicted = [i for i, v in enumerate(verdicts) if v.verdict == "CONTRADICTED"]
         if all(v.kept and v.verdict == "SUPPORTED" for v in verdicts):
@@ -152,6 +138,68 @@ class PlanTaskRunners:
         statement = f"{text}{'' if zh else ' '}{markers}{'。' if zh else '.'}"
         return _decided(task, started, statement, numbering.citations,
                         "check: " + ", ".join(v.method for v in verdicts), reason[:500])
+
+    def _side_verdicts(self, task: SubTask, t: Trace, claims: tuple[str, str],
+                       sides: list[TaskResult | None]) -> tuple[list[Any], str]:
+        """Each claim ("A was an American director") verified against the sources its side's look-up
+        cited, by the verifier (its deterministic checks, then the judge); the verdicts go into the
+        node's trace and its model calls into the turn's. Returns (verdicts, a one-line reason)."""
+        from cograg.answer.answerer import recording_verifier
+        from cograg.answer.verifier import ClaimCheck
+
+        verifier = recording_verifier(self.answerer.verifier, t)
+        verdicts: list[ClaimCheck] = []
+        for claim, side in zip(claims, sides, strict=True):
+            if side is None:  # its look-up found nothing: no verdict
+                verdicts.append(ClaimCheck(sentence=claim, citation_ids=[], kept=False, verdict="UNRELATED",
+                                           method="none", reason="its look-up established nothing"))
+                continue
+            evidence = {c.id: self._evidence_text(c) for c in side.citations}
+            sentence = f"{claim} {''.join(f'[{c.id}]' for c in side.citations)}"
+            # the claim is composed from the question ("… was an American director"): its names are
+            # the question's, and whether the sources bear them out is the verdict
+            checked = verifier.verify(sentence, side.citations, evidence, named_in=task.description).claims
+            verdicts.append(checked[0] if checked else ClaimCheck(sentence=sentence, citation_ids=[], kept=False,
+                                                                  verdict="UNRELATED", method="none"))
+        t.verdicts += [v.model_dump() for v in verdicts]  # each side's verdict, in the turn's trace
+        t.event("VERIFIED", supported=sum(v.verdict == "SUPPORTED" for v in verdicts), total=len(verdicts))
+        self._merge_calls(task, t)
+        return verdicts, "; ".join(f"{claim}: {v.verdict} ({v.method})" for claim, v in zip(claims, verdicts, strict=True))
+
+    def _choice(self, task: SubTask, deps: list[TaskResult], token: CancelToken, started: float,
+                spec: ChoiceCheck) -> TaskResult:
+        """"Which singer is American, A or B?": "A is American" verified against A's sources, "B is
+        American" against B's. One supported and the other contradicted: that one, in the words of
+        the claim, citing its side (its name as that side's look-up wrote it in full, `full_names`). Any
+        other pair of verdicts (both supported, neither, a side without a look-up) does not decide,
+        and the model answers from the two look-ups as a reasoning step would, verified as ever.
+        With a side whose look-up established nothing it fails: one side cannot choose between two
+        (the turn gives what was found, `planned.partial_answer`)."""
+        from cograg.answer.full_names import full_names
+        from cograg.control.synthesizer import CitationNumbering
+
+        sides = _sides(spec.entities, _established(deps))
+        if sides is None or None in sides:
+            return self._failed(task, started, "a choice between two needs both look-ups established")
+        t = self._sub_trace(task)
+        verdicts, reason = self._side_verdicts(task, t, spec.claims, sides)
+        held = [i for i, v in enumerate(verdicts) if v.kept and v.verdict == "SUPPORTED"]
+        if len(held) != 1 or verdicts[1 - held[0]].verdict != "CONTRADICTED":
+            t.event("CHOICE_UNDECIDED", reason=reason[:300])
+            sides_checked = list(t.verdicts)
+            reasoned = self.reason(task, deps, token, trace=t)
+            t.verdicts[:0] = sides_checked  # the answerer sets the trace's verdicts to its own
+            return reasoned
+        side = sides[held[0]]
+        numbering = CitationNumbering()
+        markers = "".join(f"[{numbering.number(c)}]" for c in side.citations)  # type: ignore[union-attr]
+        # the name as the side's sources write it: its cited chunks, and its look-up's statement, whose
+        # names were written in full from the whole blocks it cites
+        texts = [strip_markers(side.statement), *(self._evidence_text(c) for c in side.citations)]  # type: ignore[union-attr]
+        [statement], written = full_names([f"{spec.claims[held[0]]} {markers}."], [texts])
+        for w in written:
+            t.event("NAME_WRITTEN_IN_FULL", short=w.short, full=w.full)
+        return _decided(task, started, statement, numbering.citations, "check: choice", reason[:500])
 
     def _same(self, task: SubTask, deps: list[TaskResult], started: float, spec: SameCheck) -> TaskResult:
         """"Are A and B in the same X?": the X each side's verified statement names
