@@ -9,7 +9,8 @@ question is planned without a model call.
   step is a `check`: the claim "A is an X" judged against A's sources, "B is an X" against B's
   (`category_check`), so yes or no is decided by verdicts, not written by the model. "Are A and B in
   the same X?" ends with a check too: the X each side's verified statement names, compared
-  (`same_check`, `control/same_value.py`);
+  (`same_check`, `control/same_value.py`), and so does "Which singer is American, A or B?": "A is
+  American" and "B is American" judged each against its side's sources (`choice_check`);
 * bridge: a question about something that must be found first ("Who directed the film that …",
   "the X of the Y of Z", "When was the author of Z born?", "…的作者是哪国人？") → a look-up of
   the hidden entity, then a look-up that depends on it (its search includes what the first found).

@@ -171,8 +171,9 @@ class PlanTaskRunners:
         """"Which singer is American, A or B?": "A is American" verified against A's sources, "B is
         American" against B's. One supported and the other contradicted: that one, in the words of
         the claim, citing its side (its name as that side's look-up wrote it in full, `full_names`). Any
-        other pair of verdicts (both supported, neither, a side without a look-up) does not decide,
-        and the model answers from the two look-ups as a reasoning step would, verified as ever.
+        other pair of verdicts (both supported, neither, one supported and the other unrelated) does
+        not decide (`CHOICE_UNDECIDED`), and the model answers from the two look-ups as a reasoning
+        step would, verified as ever.
         With a side whose look-up established nothing it fails: one side cannot choose between two
         (the turn gives what was found, `planned.partial_answer`)."""
         from cograg.answer.full_names import full_names
