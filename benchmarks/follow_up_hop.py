@@ -87,7 +87,7 @@ def main() -> None:
                          "answers-hotpotqa_train100-beir-view-corpus); built here when missing")
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--keep", type=int, default=None,
-                    help="first-search hits kept in front (default: follow_up_search's, two thirds)")
+                    help="first-search hits kept in front (default: follow_up_search's document-aware rule)")
     ap.add_argument("--sets", default="hotpotqa_train100,cmrc2018 dev", help="comma-separated set names")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()

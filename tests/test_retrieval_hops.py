@@ -18,9 +18,9 @@ from tests.test_answer import make_engine, with_models
 from tests.test_control_flow import OPEN, Brain, block_with
 
 
-def hit(cid: str, text: str = "") -> SearchHit:
-    return SearchHit(title=cid, source=f"{cid}.md", chunk_id=cid, doc_id=cid, seq=0, text=text or f"text of {cid}",
-                     start=0, end=1, token_count=1, score=1.0)
+def hit(cid: str, text: str = "", doc: str | None = None) -> SearchHit:
+    return SearchHit(title=cid, source=f"{doc or cid}.md", chunk_id=cid, doc_id=doc or cid, seq=0,
+                     text=text or f"text of {cid}", start=0, end=1, token_count=1, score=1.0)
 
 
 def test_follow_up_keeps_the_first_hops_best_and_adds_the_second_hops_new_hits():
@@ -34,10 +34,40 @@ def test_follow_up_keeps_the_first_hops_best_and_adds_the_second_hops_new_hits()
 
     merged = follow_up_search(search, "q")
     assert queries == ["q", "q\ntext of a"]  # the second search carries the first hop's top passage
-    # the first four of the question's own six, then the second hop's hits not yet there, cut at six
-    assert [h.chunk_id for h in merged.hits] == ["a", "b", "c", "d", "x", "y"]
+    # six documents: the first three of the question's own six, then the second hop's hits not yet
+    # there, cut at six
+    assert [h.chunk_id for h in merged.hits] == ["a", "b", "c", "x", "y", "z"]
     assert merged.query == "q" and merged.evidence_score == 0.7  # the question's own evidence decides
     assert [h.chunk_id for h in follow_up_search(search, "q", keep=1).hits] == ["a", "x", "c", "y", "z", "w"]
+
+
+def test_the_merge_knows_documents():
+    # the question's fourth hit keeps its place when it is another chunk of a document in front (in a
+    # long document, often the chunk an answer needs) or when the second hop found no document the
+    # first had not; a second-hop hit of a new document moves ahead of a fourth hit of another one
+    def merged(fourth_doc: str, second_ids: list[str], second_doc: str | None = None) -> list[str]:
+        first = [hit("a1", doc="A"), hit("b", doc="B"), hit("c", doc="C"), hit("d1", doc=fourth_doc),
+                 hit("e"), hit("f")]
+        second = [hit("a1", doc="A")] + [hit(c, doc=second_doc) for c in second_ids]
+        return [h.chunk_id for h in follow_up_search(
+            lambda q: SearchResult(query=q, mode="hybrid", hits=first if q == "q" else second), "q").hits]
+
+    assert merged("A", ["x", "y", "z"]) == ["a1", "b", "c", "d1", "x", "y"]
+    assert merged("D", ["x", "y", "z"]) == ["a1", "b", "c", "x", "y", "z"]
+    # the second hop's new chunks are of a document the first search returned (C): no move
+    assert merged("D", ["c2", "c3"], second_doc="C") == ["a1", "b", "c", "d1", "c2", "c3"]
+
+
+def test_records_of_one_file_are_documents_of_their_own():
+    # a HotpotQA paragraph is a record of the corpus file: one doc_id, a record_id each
+    def rec(cid: str) -> SearchHit:
+        return hit(cid, doc="corpus").model_copy(update={"metadata": {"record_id": cid}})
+
+    first = [rec(c) for c in "abcdef"]
+    second = [rec("a"), rec("x"), rec("y")]
+    hits = follow_up_search(lambda q: SearchResult(query=q, mode="hybrid", hits=first if q == "q" else second),
+                            "q").hits
+    assert [h.chunk_id for h in hits] == ["a", "b", "c", "x", "y", "d"]
 
 
 def test_follow_up_without_hits_makes_no_second_search():

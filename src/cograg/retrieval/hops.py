@@ -6,10 +6,12 @@ first and often misses the second. Searching again with the question plus the te
 search's top passage (the query expansion of multi-hop dense retrieval) reaches the second, without a
 model call. The merged list keeps the first search's best hits in front and fills the rest with the
 second search's new hits, so a question that needs one paragraph loses nothing but the tail.
-Not half: keeping three of six put more bridge paragraphs into the 600-token context on HotpotQA
-(calibration 0.917 → 0.972) but packed out chunks that two end-to-end answers on the example
-corpus's multi-chunk documents needed (both refused), and changed no answer of the evaluation
-split's answer eval (docs/benchmarks.md, "Follow-up hop in R1").
+Which of the first search's hits stay in front knows documents: keeping a plain half (three of six)
+put more bridge paragraphs into the 600-token context on HotpotQA (calibration 0.917 → 0.972) but
+packed out chunks that two end-to-end answers on the example corpus's multi-chunk documents needed
+(both refused), so the fourth hit keeps its place when it is a chunk of a document the first three
+hold, and only the second search's hits of other documents move ahead of it
+(`_merged`; docs/benchmarks.md, "Follow-up hop in R1").
 
 On hotpotqa_train100 (docs/benchmarks.md, "Multi-hop support recall"), with 6 hits kept: both gold
 paragraphs for 0.949 of the 78 bridge questions against 0.731 for the question's own top 6 (0.795
@@ -20,12 +22,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from cograg.retrieval.models import SearchResult
+from cograg.retrieval.models import SearchHit, SearchResult
 
 
 def follow_up_search(search: Callable[[str], SearchResult], query: str, *, keep: int | None = None) -> SearchResult:
     """`search(query)`, then `search(query + its top visible passage)`; the first result's hits with its
-    `keep` best (default two thirds of them) in front and the second search's new hits after them,
+    `keep` best in front and the second search's new hits after them (default: by documents,
+    `_merged`),
     as many as the first returned. Score, evidence and fusion are the first search's: the question's
     own evidence still decides whether to answer."""
     return with_follow_up(search, query, search(query), keep=keep)
@@ -42,12 +45,40 @@ def with_follow_up(search: Callable[[str], SearchResult], query: str, first: Sea
         return first
     second = search(f"{query}\n{seed.text}")
     size = len(first.hits)
-    kept = first.hits[:keep if keep is not None else max(1, size * 2 // 3)]
-    seen = {h.chunk_id for h in kept}
-    added = [h for h in second.hits if h.chunk_id not in seen]
-    seen.update(h.chunk_id for h in added)
-    rest = [h for h in first.hits[len(kept):] if h.chunk_id not in seen]
-    return first.model_copy(update={"hits": (kept + added + rest)[:size]})
+    if keep is not None:
+        kept = first.hits[:keep]
+        seen = {h.chunk_id for h in kept}
+        added = [h for h in second.hits if h.chunk_id not in seen]
+        merged = kept + added + first.hits[len(kept):]
+    else:
+        merged = _merged(first.hits, second.hits)
+    placed: dict[str, SearchHit] = {}
+    for h in merged:  # each chunk at its first place
+        placed.setdefault(h.chunk_id, h)
+    return first.model_copy(update={"hits": list(placed.values())[:size]})
+
+
+def _unit(hit: SearchHit) -> tuple[str, object]:
+    """What a reader takes for one document: a file, or one record of a JSON/CSV file (a HotpotQA
+    paragraph is a record of the corpus file)."""
+    return hit.doc_id, hit.metadata.get("record_id")
+
+
+def _merged(first: list[SearchHit], second: list[SearchHit]) -> list[SearchHit]:
+    """The first search's best half in front, and of its next sixth (the two thirds once kept in
+    front) the hits of a document the half holds (in a long document, the next chunk of the same
+    one, often the one the answer needs). Then the second search's hits of documents not in front
+    (the paragraph only the best passage names), then the rest of that sixth, the second search's
+    other new hits (more chunks of documents in front) and the first search's tail."""
+    half, two_thirds = max(1, len(first) // 2), max(1, len(first) * 2 // 3)
+    front = first[:half]
+    front_units = {_unit(h) for h in front}
+    middle = first[half:two_thirds]
+    kept = front + [h for h in middle if _unit(h) in front_units]
+    kept_ids = {h.chunk_id for h in kept}
+    added = [h for h in second if h.chunk_id not in kept_ids]
+    novel = [h for h in added if _unit(h) not in front_units]
+    return kept + novel + [h for h in middle if h.chunk_id not in kept_ids] + added + first[two_thirds:]
 
 
 __all__ = ["follow_up_search", "with_follow_up"]
