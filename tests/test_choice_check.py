@@ -15,7 +15,7 @@ from cograg.control.routing_rules import load_rules
 from cograg.engine import Engine
 from tests.test_answer import make_engine
 from tests.test_control_flow import Brain, ask, assert_verified, block_with
-from tests.test_plan_templates import DIRECTORS, NationalityJudge, only, own_sentence
+from tests.test_plan_templates import NationalityJudge, directors, only, own_sentence  # noqa: F401 (fixture)
 from tests.test_router import result
 
 SINGERS = {
@@ -47,21 +47,7 @@ def test_choice_check_takes_which_x_is_p_a_or_b_in_english_only():
     assert [t.description for t in plan.plan.sub_tasks[:2]] == list(spec.lookups)
 
 
-@pytest.fixture()
-def singers(tmp_path: Path):
-    e = make_engine(tmp_path, SINGERS)
-    yield e
-    e.close()
-
-
-@pytest.fixture()
-def directors(tmp_path: Path):
-    e = make_engine(tmp_path, DIRECTORS)
-    yield e
-    e.close()
-
-
-def test_the_side_supported_while_the_other_is_contradicted_is_the_answer(singers: Engine):
+def test_the_side_supported_while_the_other_is_contradicted_is_the_answer(tmp_path: Path):
     # each look-up answers with its singer's own sentence as the model shortens it ("Nick Hexum is …")
     def short_names(q: str, text: str) -> dict:
         if q == "Who or what is Nick Hexum?":
@@ -71,8 +57,9 @@ def test_the_side_supported_while_the_other_is_contradicted_is_the_answer(singer
         return own_sentence(r"Who or what is (.+)\?$", "is")(q, text)
 
     brain = Brain(plan=lambda text: pytest.fail("the LLM planner must not be asked"), answer=short_names)
-    resp = ask(singers, brain, "Which singer is American, Mark King or Nick Hexum?", mode="R3", templates=True,
-               judge=SingerJudge())
+    with make_engine(tmp_path, SINGERS) as singers:
+        resp = ask(singers, brain, "Which singer is American, Mark King or Nick Hexum?", mode="R3",
+                   templates=True, judge=SingerJudge())
     # the other side's verified statement comes first (the conclusion does not cite it), then the choice,
     # with the name as the chosen side's look-up wrote it from its source
     assert not resp.fallback
