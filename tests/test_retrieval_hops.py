@@ -37,6 +37,9 @@ def test_follow_up_keeps_the_first_hops_best_and_adds_the_second_hops_new_hits()
     # six documents: the first three of the question's own six, then the second hop's hits not yet
     # there, cut at six
     assert [h.chunk_id for h in merged.hits] == ["a", "b", "c", "x", "y", "z"]
+    # the merge before (`answer.hop_merge=two_thirds`): the first four in front
+    before = follow_up_search(search, "q", merge="two_thirds")
+    assert [h.chunk_id for h in before.hits] == ["a", "b", "c", "d", "x", "y"]
     assert merged.query == "q" and merged.evidence_score == 0.7  # the question's own evidence decides
     assert [h.chunk_id for h in follow_up_search(search, "q", keep=1).hits] == ["a", "x", "c", "y", "z", "w"]
 

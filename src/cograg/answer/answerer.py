@@ -195,7 +195,7 @@ class Answerer:
             # the refusal gate reads the question's own search: the hop only adds passages, so a
             # question the gate refuses below makes no second search
             if self.config.follow_up_hop and (not evidence_gate or self._evidence_ok(result)):
-                result = with_follow_up(self.search, q, result)
+                result = with_follow_up(self.search, q, result, merge=self.config.hop_merge)
         hidden.update(result.hidden_chunk_ids())
         trace.retrieved += [{"chunk_id": h.chunk_id, "doc_id": h.doc_id, "score": round(h.score, 5),
                              "retrievers": {k: v.model_dump() for k, v in h.retrievers.items()}} for h in result.hits

@@ -57,7 +57,7 @@ class PlanTaskRunners:
         t = self._sub_trace(task)
         usable = _established(deps)
         if not usable:
-            result = follow_up_search(self.answerer.search, task.description)
+            result = follow_up_search(self.answerer.search, task.description, merge=self.answerer.config.hop_merge)
             resp = self.answerer.answer(task.description, trace=t, result=result, has_context=True)
             return self._from_answer(task, resp, t, started)
         known = [strip_markers(d.statement) for d in usable]

@@ -21,21 +21,26 @@ for its top 10); the 22 comparison questions stay at 1.000.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Literal
 
 from cograg.retrieval.models import SearchHit, SearchResult
 
 
-def follow_up_search(search: Callable[[str], SearchResult], query: str, *, keep: int | None = None) -> SearchResult:
+HopMerge = Literal["documents", "two_thirds"]
+
+
+def follow_up_search(search: Callable[[str], SearchResult], query: str, *, keep: int | None = None,
+                     merge: HopMerge = "documents") -> SearchResult:
     """`search(query)`, then `search(query + its top visible passage)`; the first result's hits with its
-    `keep` best in front and the second search's new hits after them (default: by documents,
-    `_merged`),
-    as many as the first returned. Score, evidence and fusion are the first search's: the question's
-    own evidence still decides whether to answer."""
-    return with_follow_up(search, query, search(query), keep=keep)
+    `keep` best in front and the second search's new hits after them (without `keep`: by documents,
+    `_merged`, or with `merge="two_thirds"` its best two thirds, the rule before 2026-11-26), as many
+    as the first returned. Score, evidence and fusion are the first search's: the question's own
+    evidence still decides whether to answer."""
+    return with_follow_up(search, query, search(query), keep=keep, merge=merge)
 
 
 def with_follow_up(search: Callable[[str], SearchResult], query: str, first: SearchResult, *,
-                   keep: int | None = None) -> SearchResult:
+                   keep: int | None = None, merge: HopMerge = "documents") -> SearchResult:
     """The second half of `follow_up_search`, for a caller that already holds `first`, the result of
     `search(query)` (and may decide from it that no second search is worth making)."""
     # the seed is the best passage the user may see: a search's query lands in traces, and a source
@@ -45,6 +50,8 @@ def with_follow_up(search: Callable[[str], SearchResult], query: str, first: Sea
         return first
     second = search(f"{query}\n{seed.text}")
     size = len(first.hits)
+    if keep is None and merge == "two_thirds":
+        keep = max(1, size * 2 // 3)
     if keep is not None:
         kept = first.hits[:keep]
         seen = {h.chunk_id for h in kept}
@@ -81,4 +88,4 @@ def _merged(first: list[SearchHit], second: list[SearchHit]) -> list[SearchHit]:
     return kept + novel + [h for h in middle if h.chunk_id not in kept_ids] + added + first[two_thirds:]
 
 
-__all__ = ["follow_up_search", "with_follow_up"]
+__all__ = ["HopMerge", "follow_up_search", "with_follow_up"]
