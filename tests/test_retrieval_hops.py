@@ -8,7 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from cograg.answer.answerer import AnswerConfig, Answerer
+from cograg.answer.verifier import Verifier
 from cograg.control.models import ControlBudget
+from cograg.models.judge import LexicalJudge
 from cograg.engine import Engine
 from cograg.orchestrator.orchestrator import TurnOptions
 from cograg.retrieval.hops import follow_up_search
@@ -71,6 +74,16 @@ def test_records_of_one_file_are_documents_of_their_own():
     hits = follow_up_search(lambda q: SearchResult(query=q, mode="hybrid", hits=first if q == "q" else second),
                             "q").hits
     assert [h.chunk_id for h in hits] == ["a", "b", "c", "x", "y", "d"]
+
+
+@pytest.mark.parametrize(("merge", "expected"), [("documents", ["a", "b", "c", "x", "y", "z"]),
+                                                  ("two_thirds", ["a", "b", "c", "d", "x", "y"])])
+def test_the_answerer_merges_as_answer_hop_merge_says(merge: str, expected: list[str]):
+    # R1's hop and R3's look-ups both search through Answerer.follow_up
+    results = {"q": ["a", "b", "c", "d", "e", "f"], "q\ntext of a": ["a", "x", "c", "y", "z", "w"]}
+    answerer = Answerer(search=lambda q: SearchResult(query=q, mode="hybrid", hits=[hit(c) for c in results[q]]),
+                        llm=ScriptedLLM([]), verifier=Verifier(LexicalJudge()), config=AnswerConfig(hop_merge=merge))
+    assert [h.chunk_id for h in answerer.follow_up("q").hits] == expected
 
 
 def test_follow_up_without_hits_makes_no_second_search():

@@ -76,6 +76,12 @@ class Answerer:
                 result.best_cosine is None or result.best_cosine >= self._cosine_floor(result.query))
         return result.evidence_score >= self._cosine_floor(result.query)
 
+    def follow_up(self, query: str, first: SearchResult | None = None) -> SearchResult:
+        """`query`'s search (`first`, or a new one) with the follow-up hop's hits merged in, as
+        `answer.hop_merge` says (retrieval/hops.py): R1's second search and R3's look-ups alike."""
+        return with_follow_up(self.search, query, first if first is not None else self.search(query),
+                              merge=self.config.hop_merge)
+
     def evidence_first(self, question: str) -> bool:
         """Whether this question is answered quotes first (`answer.evidence_first`, per language)."""
         return language_of(question) in self.config.evidence_first
@@ -195,7 +201,7 @@ class Answerer:
             # the refusal gate reads the question's own search: the hop only adds passages, so a
             # question the gate refuses below makes no second search
             if self.config.follow_up_hop and (not evidence_gate or self._evidence_ok(result)):
-                result = with_follow_up(self.search, q, result, merge=self.config.hop_merge)
+                result = self.follow_up(q, result)
         hidden.update(result.hidden_chunk_ids())
         trace.retrieved += [{"chunk_id": h.chunk_id, "doc_id": h.doc_id, "score": round(h.score, 5),
                              "retrievers": {k: v.model_dump() for k, v in h.retrievers.items()}} for h in result.hits

@@ -19,7 +19,6 @@ from cograg.trace import RecordingLLM, Trace
 from cograg.control.models import CancelToken, SubTask, TaskResult
 from cograg.control.plan_templates import ChoiceCheck, SameCheck
 from cograg.orchestrator.turn import TurnEvidence
-from cograg.retrieval.hops import follow_up_search
 from cograg.retrieval.models import SearchResult
 from cograg.text import is_chinese, normalise_for_match
 
@@ -52,12 +51,12 @@ class PlanTaskRunners:
         """Answer the sub-question from a search of its own. A look-up that depends on others (the
         second hop of a bridge question) searches with what they established and sees it as facts;
         one that depends on nothing searches twice, the second time with its best passage
-        (`follow_up_search`), since the paragraph it needs may only be named in that one."""
+        (`Answerer.follow_up`), since the paragraph it needs may only be named in that one."""
         started = time.perf_counter()
         t = self._sub_trace(task)
         usable = _established(deps)
         if not usable:
-            result = follow_up_search(self.answerer.search, task.description, merge=self.answerer.config.hop_merge)
+            result = self.answerer.follow_up(task.description)
             resp = self.answerer.answer(task.description, trace=t, result=result, has_context=True)
             return self._from_answer(task, resp, t, started)
         known = [strip_markers(d.statement) for d in usable]
