@@ -339,8 +339,10 @@ def test_cli_ask_mode_and_explain_print_the_route_plan_and_node_timings(eng: Eng
     assert "states: IDLE → ROUTING → PLANNING → EXECUTING → SYNTHESIZING → VERIFYING → DONE" in out
     # a two-entity comparison is planned by the comparison template, without a model call
     assert "plan (template comparison, no model call):" in out
-    assert re.search(r"\[3\] reason ← 1, 2: Which opened first, the Linden Bridge or the Rhine Bridge\?\s+done \d+ ms",
+    # which opened first is decided by the check of the two dates (tests/test_order_check.py)
+    assert re.search(r"\[3\] check ← 1, 2: Which opened first, the Linden Bridge or the Rhine Bridge\?\s+done \d+ ms",
                      out)
+    assert "The Linden Bridge opened first: in 1811 [1], and the Rhine Bridge in 1870 [2]." in out
     trace_id = re.search(r"trace (tr_\w+)", out).group(1)
     shown = CliRunner().invoke(app, ["trace", trace_id, "--store", store])
     assert shown.exit_code == 0 and "plan (template comparison" in shown.stdout

@@ -444,6 +444,16 @@ def test_questions_that_need_facts_are_not_conversational(question: str) -> None
 COMPARISON = "Which magazine was started first, Arthur's Magazine or First for Women?"
 BOTH = ["Arthur's Magazine (1844–1846) was an American literary periodical.",
         "First for Women is a woman's magazine published by Bauer Media Group in the USA. It was started in 1989."]
+# a date comparison goes to R3's order check by default (`order_checked_in_r3`); these cases test the
+# one-search preflight that every other comparison goes through
+ONE_SEARCH_RULES = load_rules().model_copy(update={"order_checked_in_r3": False})
+
+
+def test_a_date_comparison_goes_to_r3_s_order_check_even_where_one_search_covers_it() -> None:
+    searched: list[str] = []
+    d = Router(load_rules(), search=lambda q: searched.append(q) or result(q, BOTH, 0.9)).route(COMPARISON)
+    assert (d.route, d.mode) == ("MULTI_HOP", "R3_DAG_PLAN") and searched == []
+    assert any("decided by R3's check of the two dates" in r for r in d.reasons)
 
 
 @pytest.mark.parametrize(("texts", "evidence", "mode", "why"), [
@@ -458,16 +468,16 @@ def test_a_comparison_one_search_covers_goes_to_r1_and_stays_multi_hop(texts, ev
         searched.append(q)
         return result(q, texts, evidence)
 
-    d = Router(load_rules(), search=search).route(COMPARISON)
+    d = Router(ONE_SEARCH_RULES, search=search).route(COMPARISON)
     assert (d.route, d.mode) == ("MULTI_HOP", mode) and searched == [COMPARISON]
     assert any(why in r for r in d.reasons)
 
 
 def test_an_entity_past_the_hits_r1_answers_from_does_not_count() -> None:
     texts = [BOTH[0]] + ["filler text"] * 6 + [BOTH[1]]  # First for Women is hit 8 of 8; R1 reads 6
-    d = Router(load_rules(), search=lambda q: result(q, texts, 0.9)).route(COMPARISON)
+    d = Router(ONE_SEARCH_RULES, search=lambda q: result(q, texts, 0.9)).route(COMPARISON)
     assert d.mode == "R3_DAG_PLAN"
-    d = Router(load_rules(), search=lambda q: result(q, texts, 0.9),
+    d = Router(ONE_SEARCH_RULES, search=lambda q: result(q, texts, 0.9),
                floors=AnswerConfig(retrieve_hits=8)).route(COMPARISON)
     assert d.mode == "R1_ONE_SHOT_RETRIEVE"
 

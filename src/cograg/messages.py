@@ -130,6 +130,8 @@ MESSAGES: dict[str, dict[Lang, str]] = {
     "web.event.NAME_WRITTEN_IN_FULL": {"zh": "人名按来源写全", "en": "Name written in full, as the source writes it"},
     "web.event.CHOICE_UNDECIDED": {"zh": "两边的核实结果未能选定，由推理步骤作答",
                                    "en": "The two sides' verdicts did not choose; the reasoning step answers"},
+    "web.event.ORDER_UNDECIDED": {"zh": "两边的日期未能比较，由推理步骤作答",
+                                  "en": "The two sides' dates could not be compared; the reasoning step answers"},
     "web.event.SENTENCE_VERIFIED": {"zh": "句子已核实", "en": "Sentence verified"},
     "web.event.VERIFIED": {"zh": "核实完成", "en": "Verified"},
     "web.event.ANSWER_READY": {"zh": "回答就绪", "en": "Answer ready"},

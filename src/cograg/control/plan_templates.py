@@ -371,6 +371,47 @@ def choice_check(question: str) -> ChoiceCheck | None:
                        claims=(f"{pair[0]} {be} {m.group('p')}", f"{pair[1]} {be} {m.group('p')}"))
 
 
+@dataclass(frozen=True)
+class OrderCheck:
+    """"Which band was formed first, A or B?" decided by dates: the one date each side's verified
+    statement gives (`control/order_value.py`), compared by the system. English only."""
+
+    entities: tuple[str, str]
+    lookups: tuple[str, str]  # "When was A formed?": the plan's two look-ups
+    latest: bool  # "later", "younger", "most recent": the later date is the answer
+    predicate: str  # what the answer is, as the question says it: "was formed first", "is older"
+
+
+_EARLIEST = r"first|earlier|earliest|older|oldest|elder|eldest"
+_LATEST = r"later|latest|last|younger|youngest|newer|newest|more recent|most recent"
+_ORDER_PRED = re.compile(rf"^(?:which|who|what)(?:\s+(?:of\s+the\s+two|of\s+them|[\w'-]+)){{0,3}}?\s+"
+                         rf"(?P<rest>(?:is|was|are|were|came|come|did|started|began|\w+ed)\b(?:[^,]*?)\b"
+                         rf"(?P<word>{_EARLIEST}|{_LATEST}))\s*$", re.I)
+
+
+def order_check(question: str) -> OrderCheck | None:
+    """The date check of "Which band was formed first, A or B?", "Who is older, A or B?", "Between
+    A and B, who was born later?" (English; the look-up asks each side's date), or None."""
+    q = " ".join(question.split())
+    if is_chinese(q):
+        return None
+    m, aux = _BETWEEN.match(q), _AUX_OR.match(q)
+    parts = ((m.group("pred"), m.group("a"), m.group("b")) if m else  # "Was A or B released first?"
+             (f"which {q.split()[0].lower()} {aux.group('pred')}", aux.group("a"), aux.group("b")) if aux and q.count(" or ") == 1
+             else _which_or(q))
+    pm = _ORDER_PRED.match(parts[0].strip()) if parts is not None else None
+    if pm is None:
+        return None
+    pair = distinct_pair(entity_en(parts[1]), entity_en(parts[2]))  # type: ignore[index]
+    if not pair:
+        return None
+    lookups = (_attribute_question(parts[0], pair[0]), _attribute_question(parts[0], pair[1]))  # type: ignore[index]
+    if not all(x.startswith("When ") for x in lookups):  # the deciding fact is not a date
+        return None
+    latest = re.fullmatch(_LATEST, pm.group("word").lower()) is not None
+    return OrderCheck(entities=pair, lookups=lookups, latest=latest, predicate=pm.group("rest"))
+
+
 # --------------------------------------------------------------------------- entry point
 
 
@@ -379,7 +420,7 @@ def template_plan(question: str) -> TemplatePlan | None:
     q = " ".join(question.split())
     if not q:
         return None
-    check = category_check(q) or same_check(q) or choice_check(q)
+    check = category_check(q) or same_check(q) or choice_check(q) or order_check(q)
     comparison = ((check.entities, check.lookups) if check is not None else
                   _comparison_zh(q) if is_chinese(q) else _comparison_en(q))
     if comparison is not None:
@@ -398,5 +439,5 @@ def template_plan(question: str) -> TemplatePlan | None:
     return None
 
 
-__all__ = ["CategoryCheck", "ChoiceCheck", "SameCheck", "TemplatePlan", "category_check", "choice_check", "same_check",
-           "template_plan"]
+__all__ = ["CategoryCheck", "ChoiceCheck", "OrderCheck", "SameCheck", "TemplatePlan", "category_check", "choice_check",
+           "order_check", "same_check", "template_plan"]

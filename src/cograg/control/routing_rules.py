@@ -106,6 +106,11 @@ class RoutingRules(BaseModel):
         "the X each side's verified statement names, where R1's model wrote an unsupported yes or refused "
         "(docs/benchmarks.md, yes/no comparisons)")
 
+    order_checked_in_r3: bool = Field(
+        True, description="\"Which band was formed first, A or B?\" (plan_templates.order_check) goes to R3 "
+        "even where one search covers it: the check compares the dates the two look-ups verified, where R1's "
+        "model wrote which came first (docs/benchmarks.md, dates compared by the system)")
+
     bridge_one_search: bool = Field(
         True, description="a bridge question (complexity signal `bridge`, and no comparison, cause or analysis) "
         "whose one search clears the refusal floor goes to R1, whose follow-up hop looks for the second "

@@ -17,7 +17,7 @@ from cograg.answer.answerer import Answerer, AnswerResponse
 from cograg.answer.contract import strip_markers
 from cograg.trace import RecordingLLM, Trace
 from cograg.control.models import CancelToken, SubTask, TaskResult
-from cograg.control.plan_templates import ChoiceCheck, SameCheck
+from cograg.control.plan_templates import ChoiceCheck, OrderCheck, SameCheck
 from cograg.orchestrator.turn import TurnEvidence
 from cograg.retrieval.models import SearchResult
 from cograg.text import is_chinese, normalise_for_match
@@ -106,8 +106,8 @@ class PlanTaskRunners:
         The model writes nothing here, so it cannot conclude from one side. With one look-up
         failed, the other alone can still say no (one that is not an X makes "both" false), never yes.
         "Are A and B in the same X?" is compared by value instead (`_same`), "Which X is P, A or B?"
-        by verdicts that choose (`_choice`)."""
-        from cograg.control.plan_templates import category_check, choice_check, same_check
+        by verdicts that choose (`_choice`), "Which band was formed first, A or B?" by dates (`_order`)."""
+        from cograg.control.plan_templates import category_check, choice_check, order_check, same_check
         from cograg.control.synthesizer import CitationNumbering
 
         started = time.perf_counter()
@@ -117,6 +117,9 @@ class PlanTaskRunners:
         choice = choice_check(task.description)
         if choice is not None:
             return self._choice(task, deps, token, started, choice)
+        order = order_check(task.description)
+        if order is not None:
+            return self._order(task, deps, token, started, order)
         t = self._sub_trace(task)
         spec = category_check(task.description)
         sides = _sides(spec.entities, _established(deps)) if spec is not None else None
@@ -200,6 +203,41 @@ class PlanTaskRunners:
         for w in written:
             t.event("NAME_WRITTEN_IN_FULL", short=w.short, full=w.full)
         return _decided(task, started, statement, numbering.citations, "check: choice", reason[:500])
+
+    def _order(self, task: SubTask, deps: list[TaskResult], token: CancelToken, started: float,
+               spec: OrderCheck) -> TaskResult:
+        """"Which band was formed first, A or B?": the one date each side's verified statement gives
+        (`control/order_value.the_moment`), compared here; the earlier side is the answer (the later
+        one for "later", "younger"), citing both sides, with its name as its sources write it in
+        full. A side without a look-up or without one date, or two dates that cannot be told apart
+        as written, do not decide (`ORDER_UNDECIDED`): the model answers from the look-ups as a
+        reasoning step would, verified as ever. No model call decides the order."""
+        from cograg.answer.full_names import full_names
+        from cograg.control.order_value import earlier, the_moment
+        from cograg.control.synthesizer import CitationNumbering
+
+        sides = _sides(spec.entities, _established(deps))
+        dates = [None if side is None else the_moment(strip_markers(side.statement)) for side in (sides or [None, None])]
+        first = earlier(dates[0], dates[1]) if None not in dates else None  # type: ignore[arg-type]
+        t = self._sub_trace(task)
+        reason = "; ".join(f"{e}: {d or 'no single date'}" for e, d in zip(spec.entities, dates, strict=True))
+        if first is None:
+            t.event("ORDER_UNDECIDED", reason=reason[:300])
+            return self.reason(task, deps, token, trace=t)
+        won = 1 - first if spec.latest else first
+        numbering = CitationNumbering()
+        marks = {i: "".join(f"[{numbering.number(c)}]" for c in sides[i].citations)  # type: ignore[union-attr]
+                 for i in (won, 1 - won)}  # numbered in the order the sentence names them
+        when = ["on" if d.day is not None else "in" for d in dates]  # type: ignore[union-attr]
+        statement = (f"{spec.entities[won]} {spec.predicate}: {when[won]} {dates[won]} {marks[won]}, and "
+                     f"{spec.entities[1 - won]} {when[1 - won]} {dates[1 - won]} {marks[1 - won]}.")
+        texts = [strip_markers(s.statement) for s in sides] + [self._evidence_text(c) for s in sides  # type: ignore[union-attr]
+                                                                for c in s.citations]  # type: ignore[union-attr]
+        [statement], written = full_names([statement[:1].upper() + statement[1:]], [texts])
+        for w in written:
+            t.event("NAME_WRITTEN_IN_FULL", short=w.short, full=w.full)
+        return _decided(task, started, statement, numbering.citations, "check: order",
+                        reason + " (from the look-ups' verified statements)")
 
     def _same(self, task: SubTask, deps: list[TaskResult], started: float, spec: SameCheck) -> TaskResult:
         """"Are A and B in the same X?": the X each side's verified statement names
