@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass
 
 from cograg.control.bridge_template import bridge_lookup
+from cograg.control.comparison_zh import ZH_BOTH, ZH_SAME, comparison_zh, who_or_what_zh
 from cograg.control.same_value import NAMED_VALUE_NOUNS
 from cograg.control.models import Plan, SubTask
 from cograg.control.template_entities import distinct_pair, entity_en, entity_zh
@@ -222,80 +223,20 @@ def _both_en(q: str) -> re.Match[str] | None:
 _RELATIONAL = re.compile(r"\b(?:same|different|similar|alike|related|each other|one another|together)\b", re.I)
 
 
-# --------------------------------------------------------------------------- comparison, Chinese
-
-_AND_ZH = r"(?:和|与|跟|同|及)"
-_WHICH_ZH = r"(?:哪个|哪一个|哪部|哪本|哪家|哪位|哪座|哪所|哪首|谁)"
-# "A和B哪个更早？" / "A与B谁年龄更大？"
-_ZH_WHICH = re.compile(rf"^(?P<a>[^，,？?]+?){_AND_ZH}(?P<b>[^，,？?]+?)(?:之间|两者|二者|中)?，?{_WHICH_ZH}(?P<pred>[^？?]+?)"
-                       r"[？?]?$")
-# "哪个更早，A还是B？"
-_ZH_WHICH_FIRST = re.compile(rf"^{_WHICH_ZH}(?P<pred>[^，,？?]+?)[，,：:]\s*(?P<a>[^，,？?]+?)还是(?P<b>[^，,？?]+?)[？?]?$")
-# "A还是B更早？"
-_ZH_OR = re.compile(r"^(?P<a>[^，,？?]+?)还是(?P<b>[^，,？?]+?)(?P<pred>(?:更|先|后|比较|最)[^，,？?]+)[？?]?$")
-# "A和B是否来自同一个国家？"
-_ZH_SAME = re.compile(rf"^(?P<a>[^，,？?]+?){_AND_ZH}(?P<b>[^，,？?]+?)(?:是否|是不是)?(?:都)?(?:是|来自|属于|在|出生于|位于)?"
-                      r"(?:同一个|同一|相同的|相同|一样的)(?P<noun>[\u4e00-\u9fff]{1,4}?)(?:的人)?吗?[？?]?$")
-# "A与B是否都是作家？" / "A和B都获得过诺贝尔奖吗？"
-_ZH_BOTH = re.compile(rf"^(?P<a>[^，,？?]+?){_AND_ZH}(?P<b>[^，,？?]+?)(?:是否|是不是)?都(?P<x>[^？?]+?)吗?[？?]?$")
-
-
-def _attribute_question_zh(pred: str, entity: str) -> str:
-    p = pred.strip()
-    if re.search(r"年龄|年纪|年长|年轻|岁数|出生", p) or (re.fullmatch(r"更?(?:大|老|小)", p)):
-        return f"{entity}是哪一年出生的？"
-    m = re.search(r"(?:更|比较|最)?(?:早|晚|先|后)(?P<verb>[\u4e00-\u9fff]{0,4})$", p) or re.search(
-        r"^(?P<verb>[\u4e00-\u9fff]{1,4}?)(?:得|的)?(?:更|比较|最)(?:早|晚)$", p)
-    if m:
-        verb = m.group("verb").rstrip("的")
-        return f"{entity}是什么时候{verb}的？" if verb else f"{entity}是什么时候出现的？"
-    return f"{entity}在“{p}”方面的情况如何？"
-
-
-def _comparison_zh(q: str) -> tuple[tuple[str, str], tuple[str, str]] | None:
-    q = re.sub(r"^请问[，,]?", "", q.strip())
-    for pattern in (_ZH_WHICH_FIRST, _ZH_OR, _ZH_WHICH):
-        m = pattern.match(q)
-        if m:
-            pair = distinct_pair(entity_zh(m.group("a")), entity_zh(m.group("b")))
-            if pair:
-                return pair, (_attribute_question_zh(m.group("pred"), pair[0]),
-                              _attribute_question_zh(m.group("pred"), pair[1]))
-    m = _ZH_SAME.match(q)
-    if m:
-        pair = distinct_pair(entity_zh(m.group("a")), entity_zh(m.group("b")))
-        if pair:
-            noun = m.group("noun")
-            return pair, tuple(f"{e}的国籍是什么？" if noun in ("国籍", "国家") else f"{e}属于哪个{noun}？"
-                               for e in pair)  # type: ignore[return-value]
-    m = _ZH_BOTH.match(q)
-    if m:
-        pair = distinct_pair(entity_zh(m.group("a")), entity_zh(m.group("b")))
-        if pair:
-            if m.group("x").startswith("是"):  # what each one is (a check, unless X relates the two)
-                return pair, (_who_or_what_zh(pair[0]), _who_or_what_zh(pair[1]))
-            return pair, tuple(f"{e}{m.group('x')}吗？" for e in pair)  # type: ignore[return-value]
-    return None
-
-
-def _who_or_what_zh(entity: str) -> str:
-    return f"{entity}是谁或是什么？"
-
-
 def category_check(question: str) -> CategoryCheck | None:
     """The side-by-side check of "Are A and B both X?" / "A与B是否都是X？", or None for any other
     question (and for "do/have" forms, "都获得过…", whose claims and negations are not composed here)."""
     q = " ".join(question.split())
     if is_chinese(q):
         q = re.sub(r"^请问[，,]?", "", q)
-        m = None if _ZH_SAME.match(q) else _ZH_BOTH.match(q)
+        m = None if ZH_SAME.match(q) else ZH_BOTH.match(q)
         if not m or not m.group("x").startswith("是") or re.search(r"同一|相同|一样|同样", m.group("x")):
             return None
         pair = distinct_pair(entity_zh(m.group("a")), entity_zh(m.group("b")))
         if not pair:
             return None
         x = m.group("x")
-        return CategoryCheck(entities=pair, lookups=(_who_or_what_zh(pair[0]), _who_or_what_zh(pair[1])),
+        return CategoryCheck(entities=pair, lookups=(who_or_what_zh(pair[0]), who_or_what_zh(pair[1])),
                              claims=(f"{pair[0]}{x}", f"{pair[1]}{x}"),
                              negations=(f"{pair[0]}不{x}", f"{pair[1]}不{x}"), yes=f"是的，{pair[0]}和{pair[1]}都{x}")
     m = _both_en(q)
@@ -422,7 +363,7 @@ def template_plan(question: str) -> TemplatePlan | None:
         return None
     check = category_check(q) or same_check(q) or choice_check(q) or order_check(q)
     comparison = ((check.entities, check.lookups) if check is not None else
-                  _comparison_zh(q) if is_chinese(q) else _comparison_en(q))
+                  comparison_zh(q) if is_chinese(q) else _comparison_en(q))
     if comparison is not None:
         (a, b), (qa, qb) = comparison
         return TemplatePlan(name="comparison", entities=(a, b), plan=Plan(sub_tasks=[
