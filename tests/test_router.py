@@ -482,6 +482,11 @@ def test_an_entity_past_the_hits_r1_answers_from_does_not_count() -> None:
     assert d.mode == "R1_ONE_SHOT_RETRIEVE"
 
 
+def test_between_a_and_b_which_is_a_comparison() -> None:
+    d = Router(load_rules()).route("Between Teacha Dee and Warrior King, who is younger?")
+    assert d.route == "MULTI_HOP" and "rule:complexity.comparison" in d.reasons
+
+
 def test_the_rule_table_can_send_every_comparison_to_r3() -> None:
     rules = load_rules().model_copy(update={"comparison_one_search": False})
     searched: list[str] = []

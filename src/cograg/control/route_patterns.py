@@ -119,6 +119,8 @@ _COMPARISON = (
                r"shorter|higher|lower|more|most|less|fewer|better|worse|faster|slower|taller|closer|further|farther)\b"
                r"[^?]*\bor\b", _I),
     re.compile(r"\b(which|who|what)\b[^?]*,\s*[^,?]+\s+or\s+[^?]+\?\s*$", _I),
+    # "Between A and B, who is younger?"
+    re.compile(r"^\s*between\s+[^,?]+\s+and\s+[^,?]+,\s*(which|who|what)\b", _I),
     re.compile(r"对比|比较|相比|区别|差别|差异|异同|不同之处|有何不同|有什么不同|有哪些不同|权衡|优缺点|优劣|利弊|"
                r"(哪个|哪一个|哪条|哪家|哪位|哪种|哪部|哪座|哪所|哪一方|谁)[^，。？,?]{0,6}(更|最先|先|较)|"
                r"还是[^，。？,?]{1,15}(更|先|早|晚)|是否都|都是|两者|二者|"
