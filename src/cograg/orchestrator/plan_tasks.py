@@ -178,7 +178,6 @@ class PlanTaskRunners:
         step would, verified as ever.
         With a side whose look-up established nothing it fails: one side cannot choose between two
         (the turn gives what was found, `planned.partial_answer`)."""
-        from cograg.answer.full_names import full_names
         from cograg.control.synthesizer import CitationNumbering
 
         sides = _sides(spec.entities, _established(deps))
@@ -196,12 +195,7 @@ class PlanTaskRunners:
         side = sides[held[0]]
         numbering = CitationNumbering()
         markers = "".join(f"[{numbering.number(c)}]" for c in side.citations)  # type: ignore[union-attr]
-        # the name as the side's sources write it: its cited chunks, and its look-up's statement, whose
-        # names were written in full from the whole blocks it cites
-        texts = [strip_markers(side.statement), *(self._evidence_text(c) for c in side.citations)]  # type: ignore[union-attr]
-        [statement], written = full_names([f"{spec.claims[held[0]]} {markers}."], [texts])
-        for w in written:
-            t.event("NAME_WRITTEN_IN_FULL", short=w.short, full=w.full)
+        statement = self._in_full(t, f"{spec.claims[held[0]]} {markers}.", [side])  # type: ignore[list-item]
         return _decided(task, started, statement, numbering.citations, "check: choice", reason[:500])
 
     def _order(self, task: SubTask, deps: list[TaskResult], token: CancelToken, started: float,
@@ -212,7 +206,6 @@ class PlanTaskRunners:
         full. A side without a look-up or without one date, or two dates that cannot be told apart
         as written, do not decide (`ORDER_UNDECIDED`): the model answers from the look-ups as a
         reasoning step would, verified as ever. No model call decides the order."""
-        from cograg.answer.full_names import full_names
         from cograg.control.order_value import earlier, the_moment
         from cograg.control.synthesizer import CitationNumbering
 
@@ -231,11 +224,7 @@ class PlanTaskRunners:
         when = ["on" if d.day is not None else "in" for d in dates]  # type: ignore[union-attr]
         statement = (f"{spec.entities[won]} {spec.predicate}: {when[won]} {dates[won]} {marks[won]}, and "
                      f"{spec.entities[1 - won]} {when[1 - won]} {dates[1 - won]} {marks[1 - won]}.")
-        texts = [strip_markers(s.statement) for s in sides] + [self._evidence_text(c) for s in sides  # type: ignore[union-attr]
-                                                                for c in s.citations]  # type: ignore[union-attr]
-        [statement], written = full_names([statement[:1].upper() + statement[1:]], [texts])
-        for w in written:
-            t.event("NAME_WRITTEN_IN_FULL", short=w.short, full=w.full)
+        statement = self._in_full(t, statement[:1].upper() + statement[1:], sides)  # type: ignore[arg-type]
         return _decided(task, started, statement, numbering.citations, "check: order",
                         reason + " (from the look-ups' verified statements)")
 
@@ -289,6 +278,18 @@ class PlanTaskRunners:
 
         hit = self.evidence.hits.get(citation.chunk_id)
         return redact(hit.text).text if hit is not None else citation.quote
+
+    def _in_full(self, t: Trace, sentence: str, sides: list[TaskResult]) -> str:
+        """`sentence` (a check's conclusion) with each name as the sides' sources write it in full: their
+        look-ups' statements, whose names were written in full from the whole blocks they cite, and
+        their cited chunks (`full_names`); each name written so goes into the node's trace."""
+        from cograg.answer.full_names import full_names
+
+        texts = [strip_markers(s.statement) for s in sides] + [self._evidence_text(c) for s in sides for c in s.citations]
+        [written_in_full], written = full_names([sentence], [texts])
+        for w in written:
+            t.event("NAME_WRITTEN_IN_FULL", short=w.short, full=w.full)
+        return written_in_full
 
     def _failed(self, task: SubTask, started: float, error: str) -> TaskResult:
         return TaskResult(id=task.id, description=task.description, kind=task.kind, status="failed", error=error,
