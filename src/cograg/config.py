@@ -113,6 +113,10 @@ class AnswerConfig(_Section):
     full_names: bool = Field(
         True, description="a name in a verified English sentence is written as the blocks it cites write it "
         "in full (\"Sandra Oh\" → \"Sandra Miju Oh\"), where they hold one longer form (answer/full_names.py)")
+    # Chosen on the calibration split (docs/benchmarks.md, "Answers that name the described entity")
+    described_entity_check: bool = Field(
+        True, description="an English answer that names the entity the question describes, instead of what it "
+        "asks about it, is written once more, then refused (answer/described_entity.py)")
     verbatim_quotes: bool = Field(
         True, description="the backend constrains each citation's quote to a sentence or clause of the "
         "context, verbatim, and its id to a block's (answer/contract.verbatim_draft_schema)")

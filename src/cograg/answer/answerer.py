@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from cograg.answer.contract import (Citation, DraftAnswer, EvidenceFirstDraft, ValidatedAnswer, distinct_sentences,
                                     strip_markers, validate_draft, verbatim_draft_schema)
+from cograg.answer.described_entity import DescribedEntity, described_entity
 from cograg.answer.full_names import cited_block_texts, full_names
 from cograg.answer.injection import obeyed_injection, redact, untrusted_quote
 from cograg.answer.response import (AnswerResponse, RemovedCounts, record_outcome, recording_verifier,
@@ -42,6 +43,8 @@ DRAFT_TRACE_CHARS = 600  # enough for a short answer; the trace stays small
 REJECTED_CHARS = 200  # of the rejected answer, quoted back to the model when it writes the answer again
 REWRITE_REASON = ('the verifier found that "{rejected}" is not an answer to the question that the blocks it cites '
                   'support. Copy the evidence that answers the question itself, then write the answer from it')
+DESCRIBED_REASON = ('the answer names "{name}", which is the {phrase} that the question describes, not what the '
+                    'question asks. Find in the blocks what the question asks about {name}, and answer with that')
 
 
 class QuestionError(CogragError):
@@ -260,6 +263,16 @@ class Answerer:
                 validated = rewritten
                 verification, kept = self._verified(q, validated, clean_blocks, flagged, trace, removed, hidden)
                 trace.verdicts = rejected_verdicts + trace.verdicts  # both drafts' verdicts, in order
+        described = (described_entity(q, kept, validated.citations, clean_blocks)
+                     if kept and self.config.described_entity_check and not is_chinese(q) else None)
+        if described is not None:
+            redrafted = self._described_redraft(q, described, clean_blocks, facts, llm, trace, removed, hidden,
+                                                flagged, evidence_first)
+            if redrafted is None:
+                return finish(trace, self._refusal(q, trace, result, f"the answer names {described.entity}, the "
+                                                   f"{described.phrase} the question describes, not what it asks",
+                                                   evidence=self._best_evidence(clean_blocks, q)))
+            validated, verification, kept = redrafted
         # sentences the post-check removed were verified, but obeyed a document: they neither count
         # for nor against what is left (counting them against it let an attack refuse a good answer)
         supported_ratio = len(kept) / max(1, verification.total - removed.injection_sentences)
@@ -291,6 +304,30 @@ class Answerer:
                               trace_id=trace.trace_id, claims=verification.claims, removed=removed,
                               evidence_score=result.evidence_score)
         return finish(trace, resp)
+
+    def _described_redraft(self, q: str, described: DescribedEntity, blocks: list[ContextBlock],
+                           facts: list[dict[str, str]] | None, llm: Any, trace: Trace, removed: RemovedCounts,
+                           hidden: set[str], flagged: list[str], evidence_first: bool
+                           ) -> tuple[ValidatedAnswer, VerificationResult, list[str]] | None:
+        """The answer named the entity the question describes (answer/described_entity.py): the
+        model writes it once more, asked the question with that entity named in it and told what it
+        did. The new draft is the answer if its sentences verify and it names something else; None
+        otherwise. (A third draft without the entity's own passage was tried on the calibration
+        split: the model named the entity again.)"""
+        trace.event("DESCRIBED_ENTITY_NAMED", **described.model_dump())
+        removed.rewrites += 1
+        drafted = self._drafts(described.named_in(q), blocks, facts, llm, trace, removed, hidden,
+                               evidence_first=evidence_first, attempts=1,
+                               first_number=1 + removed.rewrites + removed.regenerations,
+                               retry_reason=DESCRIBED_REASON.format(name=described.entity, phrase=described.phrase))
+        if isinstance(drafted, str) or drafted.fallback or not drafted.citations:
+            return None
+        earlier = trace.verdicts
+        verification, kept = self._verified(q, drafted, blocks, flagged, trace, removed, hidden)
+        trace.verdicts = earlier + trace.verdicts  # both drafts' verdicts, in order
+        if kept and described_entity(q, kept, drafted.citations, blocks) is None:
+            return drafted, verification, kept
+        return None
 
     def _drafts(self, q: str, blocks: list[ContextBlock], facts: list[dict[str, str]] | None, llm: Any,
                 trace: Trace, removed: RemovedCounts, hidden: set[str], *, evidence_first: bool, attempts: int,
