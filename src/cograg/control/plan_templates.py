@@ -42,6 +42,7 @@ class TemplatePlan:
     name: TemplateName
     plan: Plan
     entities: tuple[str, ...]
+    check: QuestionCheck | None = None  # what the comparison's last step decides, where it is a check
 
 
 @dataclass(frozen=True)
@@ -356,17 +357,24 @@ def order_check(question: str) -> OrderCheck | None:
 # --------------------------------------------------------------------------- entry point
 
 
+def question_check(question: str) -> QuestionCheck | None:
+    """The check that decides `question` without a model writing the conclusion (the first that
+    fits, in this order), or None: the plan's last step and the check task read the same one."""
+    q = " ".join(question.split())
+    return category_check(q) or same_check(q) or choice_check(q) or order_check(q)
+
+
 def template_plan(question: str) -> TemplatePlan | None:
     """The plan of the first template that fits `question` with confidence, or None."""
     q = " ".join(question.split())
     if not q:
         return None
-    check = category_check(q) or same_check(q) or choice_check(q) or order_check(q)
+    check = question_check(q)
     comparison = ((check.entities, check.lookups) if check is not None else
                   comparison_zh(q) if is_chinese(q) else _comparison_en(q))
     if comparison is not None:
         (a, b), (qa, qb) = comparison
-        return TemplatePlan(name="comparison", entities=(a, b), plan=Plan(sub_tasks=[
+        return TemplatePlan(name="comparison", entities=(a, b), check=check, plan=Plan(sub_tasks=[
             SubTask(id=1, description=qa, dependencies=[], type="retrieve"),
             SubTask(id=2, description=qb, dependencies=[], type="retrieve"),
             SubTask(id=3, description=q, dependencies=[1, 2], type="check" if check is not None else "reason")]))
@@ -380,5 +388,7 @@ def template_plan(question: str) -> TemplatePlan | None:
     return None
 
 
-__all__ = ["CategoryCheck", "ChoiceCheck", "OrderCheck", "SameCheck", "TemplatePlan", "category_check", "choice_check",
-           "order_check", "same_check", "template_plan"]
+QuestionCheck = CategoryCheck | SameCheck | ChoiceCheck | OrderCheck
+
+__all__ = ["CategoryCheck", "ChoiceCheck", "OrderCheck", "QuestionCheck", "SameCheck", "TemplatePlan", "category_check",
+           "choice_check", "order_check", "question_check", "same_check", "template_plan"]

@@ -24,7 +24,7 @@ from pydantic import BaseModel, field_validator
 
 from cograg.config import AnswerConfig
 from cograg.control.models import Mode, Route, RouteDecision, RouteScores, Sufficiency
-from cograg.control.plan_templates import TemplatePlan, order_check, template_plan
+from cograg.control.plan_templates import OrderCheck, TemplatePlan, template_plan
 # the rule table (`routing_rules`) and the rule-only signals (`route_signals`) have their own
 # modules; every name they took from here is still importable from here
 from cograg.control.route_signals import (
@@ -207,8 +207,8 @@ class Router:
         the passages R1 would answer from (then R1 answers it), else None (R3 plans one look-up per entity)."""
         if not rules.comparison_one_search or self.search is None or len(plan.entities) != 2:
             return None
-        if plan.plan.sub_tasks[-1].kind == "check":
-            if order_check(question) is not None:
+        if plan.check is not None:
+            if isinstance(plan.check, OrderCheck):
                 if rules.order_checked_in_r3:
                     reasons.append("comparison: 'which came first, A or B?' is decided by R3's check of the two "
                                    "dates -> R3")

@@ -107,21 +107,19 @@ class PlanTaskRunners:
         failed, the other alone can still say no (one that is not an X makes "both" false), never yes.
         "Are A and B in the same X?" is compared by value instead (`_same`), "Which X is P, A or B?"
         by verdicts that choose (`_choice`), "Which band was formed first, A or B?" by dates (`_order`)."""
-        from cograg.control.plan_templates import category_check, choice_check, order_check, same_check
+        from cograg.control.plan_templates import CategoryCheck, ChoiceCheck, OrderCheck, SameCheck, question_check
         from cograg.control.synthesizer import CitationNumbering
 
         started = time.perf_counter()
-        same = same_check(task.description)
-        if same is not None:
-            return self._same(task, deps, started, same)
-        choice = choice_check(task.description)
-        if choice is not None:
-            return self._choice(task, deps, token, started, choice)
-        order = order_check(task.description)
-        if order is not None:
-            return self._order(task, deps, token, started, order)
+        spec = question_check(task.description)  # the check the plan was built for
+        if isinstance(spec, SameCheck):
+            return self._same(task, deps, started, spec)
+        if isinstance(spec, ChoiceCheck):
+            return self._choice(task, deps, token, started, spec)
+        if isinstance(spec, OrderCheck):
+            return self._order(task, deps, token, started, spec)
         t = self._sub_trace(task)
-        spec = category_check(task.description)
+        spec = spec if isinstance(spec, CategoryCheck) else None
         sides = _sides(spec.entities, _established(deps)) if spec is not None else None
         if spec is None or sides is None:
             return self._failed(task, started, "not a question of the form 'are A and B both X?' over "
