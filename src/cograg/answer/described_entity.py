@@ -16,11 +16,12 @@ The check is deterministic and narrow. It fires when all of these hold:
 * the answer names one new entity only (a capitalised run the question does not contain) and no
   number the question does not contain, so it fills the asked slot with that name;
 * a passage the answer cites is about that name — its text starts with it, or its heading or title
-  is it — and that passage's first sentence holds every content word of the described phrase ("… was a German Classical
-  period musician", "… is a Jamaican reggae singer").
+  is it — and that passage's first sentence holds every content word of the described phrase
+  ("… was a German Classical period musician", "… is a Jamaican reggae singer").
 
-The answerer then asks the model once more, told which entity it named; the new draft passes the
-same contract and verifier, and a draft that names the described entity again is refused.
+The answerer then asks the model once more, the question written with the entity named in it
+(`DescribedEntity.named_in`) and the reason given; the new draft passes the same contract and
+verifier, and a draft that names the described entity again is refused.
 """
 
 from __future__ import annotations
