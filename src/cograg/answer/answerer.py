@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from cograg.answer.contract import (Citation, DraftAnswer, EvidenceFirstDraft, ValidatedAnswer, distinct_sentences,
                                     strip_markers, validate_draft, verbatim_draft_schema)
-from cograg.answer.described_entity import DescribedEntity, described_entity
+from cograg.answer.described_entity import described_entity
 from cograg.answer.full_names import cited_block_texts, full_names
 from cograg.answer.injection import obeyed_injection, redact, untrusted_quote
 from cograg.answer.response import (AnswerResponse, RemovedCounts, record_outcome, recording_verifier,
@@ -252,23 +252,25 @@ class Answerer:
             # quotes first instead, it gained one calibration question and one wrong answer; in the
             # same form, two and none (docs/benchmarks.md, "A rejected answer written again")
             rejected = " ".join(strip_markers(c.sentence) for c in verification.claims)[:REJECTED_CHARS]
-            removed.rewrites += 1
             trace.event("REWRITE_REQUESTED", rejected=len(verification.claims))
-            rewritten = self._drafts(q, clean_blocks, facts, llm, trace, removed, hidden,
-                                     evidence_first=evidence_first, attempts=1,
-                                     first_number=2 + removed.regenerations,
-                                     retry_reason=REWRITE_REASON.format(rejected=rejected))
-            if not isinstance(rewritten, str) and not rewritten.fallback and rewritten.citations:
-                rejected_verdicts = trace.verdicts
-                validated = rewritten
-                verification, kept = self._verified(q, validated, clean_blocks, flagged, trace, removed, hidden)
-                trace.verdicts = rejected_verdicts + trace.verdicts  # both drafts' verdicts, in order
+            redrafted = self._redraft(q, q, REWRITE_REASON.format(rejected=rejected), clean_blocks, facts, llm,
+                                      trace, removed, hidden, flagged, evidence_first)
+            if redrafted is not None:
+                validated, verification, kept = redrafted
         described = (described_entity(q, kept, validated.citations, clean_blocks)
                      if kept and self.config.described_entity_check and not is_chinese(q) else None)
         if described is not None:
-            redrafted = self._described_redraft(q, described, clean_blocks, facts, llm, trace, removed, hidden,
-                                                flagged, evidence_first)
-            if redrafted is None:
+            # the answer names the entity the question describes (answer/described_entity.py): the
+            # model writes it once more, asked the question with that entity named in it; the new
+            # draft is the answer if its sentences verify and it names something else. (A third
+            # draft without the entity's own passage was tried on the calibration split: the model
+            # named the entity again.)
+            trace.event("DESCRIBED_ENTITY_NAMED", **described.model_dump())
+            redrafted = self._redraft(q, described.named_in(q), DESCRIBED_REASON.format(
+                name=described.entity, phrase=described.phrase), clean_blocks, facts, llm, trace, removed, hidden,
+                flagged, evidence_first)
+            if (redrafted is None or not redrafted[2]
+                    or described_entity(q, redrafted[2], redrafted[0].citations, clean_blocks) is not None):
                 return finish(trace, self._refusal(q, trace, result, f"the answer names {described.entity}, the "
                                                    f"{described.phrase} the question describes, not what it asks",
                                                    evidence=self._best_evidence(clean_blocks, q)))
@@ -305,29 +307,24 @@ class Answerer:
                               evidence_score=result.evidence_score)
         return finish(trace, resp)
 
-    def _described_redraft(self, q: str, described: DescribedEntity, blocks: list[ContextBlock],
-                           facts: list[dict[str, str]] | None, llm: Any, trace: Trace, removed: RemovedCounts,
-                           hidden: set[str], flagged: list[str], evidence_first: bool
-                           ) -> tuple[ValidatedAnswer, VerificationResult, list[str]] | None:
-        """The answer named the entity the question describes (answer/described_entity.py): the
-        model writes it once more, asked the question with that entity named in it and told what it
-        did. The new draft is the answer if its sentences verify and it names something else; None
-        otherwise. (A third draft without the entity's own passage was tried on the calibration
-        split: the model named the entity again.)"""
-        trace.event("DESCRIBED_ENTITY_NAMED", **described.model_dump())
+    def _redraft(self, q: str, asked: str, reason: str, blocks: list[ContextBlock],
+                 facts: list[dict[str, str]] | None, llm: Any, trace: Trace, removed: RemovedCounts,
+                 hidden: set[str], flagged: list[str], evidence_first: bool
+                 ) -> tuple[ValidatedAnswer, VerificationResult, list[str]] | None:
+        """The model writes the answer once more, asked `asked` and told `reason`; the new draft
+        passes the same contract and the verifier judges it against `q`, its verdicts following the
+        earlier ones in the trace. (draft, verification, verified sentences), or None when the
+        model gave no draft that cites a block."""
         removed.rewrites += 1
-        drafted = self._drafts(described.named_in(q), blocks, facts, llm, trace, removed, hidden,
-                               evidence_first=evidence_first, attempts=1,
-                               first_number=1 + removed.rewrites + removed.regenerations,
-                               retry_reason=DESCRIBED_REASON.format(name=described.entity, phrase=described.phrase))
+        drafted = self._drafts(asked, blocks, facts, llm, trace, removed, hidden, evidence_first=evidence_first,
+                               attempts=1, first_number=1 + removed.rewrites + removed.regenerations,
+                               retry_reason=reason)
         if isinstance(drafted, str) or drafted.fallback or not drafted.citations:
             return None
         earlier = trace.verdicts
         verification, kept = self._verified(q, drafted, blocks, flagged, trace, removed, hidden)
-        trace.verdicts = earlier + trace.verdicts  # both drafts' verdicts, in order
-        if kept and described_entity(q, kept, drafted.citations, blocks) is None:
-            return drafted, verification, kept
-        return None
+        trace.verdicts = earlier + trace.verdicts  # every draft's verdicts, in order
+        return drafted, verification, kept
 
     def _drafts(self, q: str, blocks: list[ContextBlock], facts: list[dict[str, str]] | None, llm: Any,
                 trace: Trace, removed: RemovedCounts, hidden: set[str], *, evidence_first: bool, attempts: int,
