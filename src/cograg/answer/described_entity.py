@@ -32,6 +32,7 @@ from pydantic import BaseModel
 
 from cograg.answer.markers import markers_in, strip_markers
 from cograg.retrieval.packing import ContextBlock, block_holding
+from cograg.text import split_sentences
 
 _LEAD_IN = r"(?:whose|who|whom|that|which|born|,)"
 _FUNCTION = r"(?:a|an|the|of|in|on|at|for|by|with|to|from|and|or|is|was|are|were)"
@@ -106,11 +107,6 @@ def _heading_and_body(text: str) -> tuple[str, str]:
     return "", text.strip()
 
 
-def _first_sentence(text: str) -> str:
-    m = re.search(r"(?<=[.!?])\s+(?=[A-Z\"“])", text)
-    return text[:m.start()] if m else text
-
-
 def _words(text: str) -> set[str]:
     return {w.lower() for w in re.findall(r"[\w'’-]+", text)}
 
@@ -136,7 +132,7 @@ def described_entity(question: str, sentences: list[str], citations: list, block
         heading, body = _heading_and_body(_chunk_text(block, cid))
         if not (body.lstrip("\"“ ").startswith(name) or name in (heading, block.title.strip())):
             continue  # the cited passage is not about the named entity
-        first = _words(_first_sentence(body))
+        first = _words((split_sentences(body) or [""])[0])
         for phrase, start in phrases:
             if _words(phrase) <= first:
                 return DescribedEntity(entity=name, phrase=phrase, citation_id=block.citation_id, chunk_id=cid,
