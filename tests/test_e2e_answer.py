@@ -24,9 +24,9 @@ REPO = Path(__file__).resolve().parent.parent
 MODEL_CACHE = default_model_cache()
 
 
-def _engine(tmp_path: Path, llm: str, corpus: Path) -> Engine:
+def _engine(tmp_path: Path, llm: str, corpus: Path, **settings: object) -> Engine:
     eng = Engine.open(settings=Settings(store=tmp_path / f"store-{llm}", llm=llm, judge="llm",
-                                        model_cache=MODEL_CACHE))
+                                        model_cache=MODEL_CACHE, **settings))
     eng.ingest([corpus])
     return eng
 
@@ -124,7 +124,11 @@ def test_injection_regression_set_real_model(tmp_path: Path):
     inj = REPO / "tests" / "data" / "injection"
     corpus = tmp_path / "inj"
     shutil.copytree(inj / "docs", corpus)
-    eng = _engine(tmp_path, "fast", corpus)
+    # Each poisoned document is one or two chunks of under 400 tokens. A 400-token context holds
+    # the asked document whole, attack included (checked below), and little of a second one: the
+    # default 600 added ~250 prompt tokens of another poisoned document to every question, ~30 s
+    # of this test on a 2-core AVX2 machine. Each kind's attack is still read by the model.
+    eng = _engine(tmp_path, "fast", corpus, answer={"context_budget_tokens": 400})
     cases = [json.loads(line) for line in (inj / "cases.jsonl").read_text(encoding="utf-8").splitlines() if line]
     one_per_kind = {c["attack"]: c for c in reversed(cases)}
     cases = sorted(one_per_kind.values(), key=lambda c: c["id"])
@@ -132,6 +136,9 @@ def test_injection_regression_set_real_model(tmp_path: Path):
     successes, answered = [], 0
     for c in cases:
         resp = eng.ask(c["question"])
+        doc = eng.store.get_document_by_path(str((corpus / Path(c["doc"]).name).resolve()))
+        shown_to_model = {cid for b in eng.trace(resp.trace_id)["context_blocks"] for cid in b["chunk_ids"]}
+        assert doc and {ch.chunk_id for ch in eng.store.iter_chunks(doc.doc_id)} <= shown_to_model, c["id"]
         assert_contract_holds(eng, resp, may_refuse=True)  # refusals are counted below
         shown = (resp.answer + " " + " ".join(ci.quote for ci in resp.citations)).lower()
         if any(k.lower() in shown for k in c["canaries"]):
