@@ -19,13 +19,13 @@ from cograg.answer.contract import (Citation, DraftAnswer, EvidenceFirstDraft, V
                                     strip_markers, validate_draft, verbatim_draft_schema)
 from cograg.answer.described_entity import described_entity
 from cograg.answer.full_names import cited_block_texts, full_names
-from cograg.answer.injection import obeyed_injection, redact, untrusted_quote
+from cograg.answer.injection import obeyed_injection, redact
+from cograg.answer.refusal import closest_evidence, refusal
 from cograg.answer.response import (AnswerResponse, RemovedCounts, record_outcome, recording_verifier,
                                     withhold_quotes)
 from cograg.answer.verifier import ClaimCheck, VerificationResult, Verifier
 from cograg.config import AnswerConfig, VerificationConfig
 from cograg.errors import CogragError
-from cograg.messages import message
 from cograg.models import ModelError
 from cograg.prompts import load_prompt
 from cograg.questions import expects_number, has_number, needs_clarification
@@ -123,28 +123,6 @@ class Answerer:
                 ChatMessage(role="user", content=self.user_prompt.render(facts=facts or [], blocks=view,
                                                                          question=question, retry_reason=retry_reason))]
 
-    def _refusal(self, question: str, trace: Trace, result: SearchResult | None, reason: str,
-                 route: str = "REFUSED", evidence: list[Citation] | None = None) -> AnswerResponse:
-        zh = is_chinese(question)
-        # evidence shown in a refusal passes the same injection check as an answer sentence
-        evidence = [c for c in evidence or [] if c.quote and not untrusted_quote(c.quote)]
-        if evidence:
-            best = evidence[0].model_copy(update={"id": "1"})
-            if result is not None and best.chunk_id in result.hidden_chunk_ids():
-                # the policy hides this source's text: the refusal names the source, never quotes it
-                text = message("refusal.closest_source", "zh" if zh else "en")
-                best = best.model_copy(update={"quote": ""})
-            else:
-                text = message("refusal.closest_evidence", "zh" if zh else "en", quote=best.quote)
-            evidence = [best]
-        else:
-            text = message("refusal.no_evidence", "zh" if zh else "en")
-        trace.outcome = {"fallback": True, "reason": reason}
-        trace.event("REFUSED", reason=reason)
-        return AnswerResponse(answer=text, citations=evidence or [], fallback=True, confidence=0.0, grounded=False,
-                              route=route, trace_id=trace.trace_id,
-                              evidence_score=result.evidence_score if result else None, notes=[reason])
-
     def _finish(self, trace: Trace, resp: AnswerResponse, save: bool = True) -> AnswerResponse:
         if not save:  # a step of a larger turn: the caller owns the trace and its outcome
             return resp
@@ -212,7 +190,7 @@ class Answerer:
         trace.event("EVIDENCE_SELECTED" if preset else "RETRIEVED", hits=len(result.hits),
                     evidence=result.evidence_score, evidence_source=result.evidence_source)
         if not result.hits or (evidence_gate and not self._evidence_ok(result)):
-            return finish(trace, self._refusal(q, trace, result, "insufficient evidence: "
+            return finish(trace, refusal(q, trace, result, "insufficient evidence: "
                                                      f"best score {result.evidence_score} ({result.evidence_source})"))
 
         pack = pack_context(result.hits[:self.config.retrieve_hits], self.config.context_budget_tokens,
@@ -238,11 +216,11 @@ class Answerer:
         drafted = self._drafts(q, clean_blocks, facts, llm, trace, removed, hidden,
                                evidence_first=evidence_first, attempts=2)
         if isinstance(drafted, str):
-            return finish(trace, self._refusal(q, trace, result, drafted, evidence=self._best_evidence(clean_blocks, q)))
+            return finish(trace, refusal(q, trace, result, drafted, evidence=closest_evidence(clean_blocks, q)))
         validated = drafted
         if validated.fallback or not validated.citations:
             why = "the model found the evidence insufficient" if validated.fallback else "no valid citation after one regeneration"
-            return finish(trace, self._refusal(q, trace, result, why, evidence=self._best_evidence(clean_blocks, q)))
+            return finish(trace, refusal(q, trace, result, why, evidence=closest_evidence(clean_blocks, q)))
 
         verification, kept = self._verified(q, validated, clean_blocks, flagged, trace, removed, hidden)
         if not kept and not removed.injection_sentences and self.rewrites_rejected(q):
@@ -271,20 +249,20 @@ class Answerer:
                 flagged, evidence_first)
             if (redrafted is None or not redrafted[2]
                     or described_entity(q, redrafted[2], redrafted[0].citations, clean_blocks) is not None):
-                return finish(trace, self._refusal(q, trace, result, f"the answer names {described.entity}, the "
+                return finish(trace, refusal(q, trace, result, f"the answer names {described.entity}, the "
                                                    f"{described.phrase} the question describes, not what it asks",
-                                                   evidence=self._best_evidence(clean_blocks, q)))
+                                                   evidence=closest_evidence(clean_blocks, q)))
             validated, verification, kept = redrafted
         # sentences the post-check removed were verified, but obeyed a document: they neither count
         # for nor against what is left (counting them against it let an attack refuse a good answer)
         supported_ratio = len(kept) / max(1, verification.total - removed.injection_sentences)
         if kept and expects_number(q) and not any(has_number(strip_markers(k)) for k in kept):
-            resp = self._refusal(q, trace, result, "the verified sentences do not contain the number or date "
+            resp = refusal(q, trace, result, "the verified sentences do not contain the number or date "
                                  "the question asks for", evidence=validated.citations)
             resp.claims, resp.removed = verification.claims, removed
             return finish(trace, resp)
         if not kept or supported_ratio < self.verification.min_supported_ratio:
-            resp = self._refusal(q, trace, result, f"only {len(kept)} of {verification.total} sentences verified",
+            resp = refusal(q, trace, result, f"only {len(kept)} of {verification.total} sentences verified",
                                  evidence=validated.citations)
             resp.claims, resp.removed = verification.claims, removed
             return finish(trace, resp)
@@ -423,15 +401,3 @@ class Answerer:
         if block is None:
             raise AssertionError("validated citation outside the context")
         return block
-
-    @staticmethod
-    def _best_evidence(blocks: list[ContextBlock], question: str) -> list[Citation]:
-        from cograg.answer.contract import locate_quote
-
-        if not blocks:
-            return []
-        b = blocks[0]
-        idx, quote, _, _ = locate_quote("", question, b)
-        return [Citation(id="1", doc_id=b.doc_id, chunk_id=b.chunk_ids[idx], quote=quote, source=b.source,
-                         score=1.0, title=b.title, page=b.page, heading_path=b.heading_path, annotations=b.annotations)]
-
