@@ -23,6 +23,7 @@ LLM planner plans it as before. `benchmarks/plan_templates.py` measures how ofte
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from cograg.control.bridge_template import bridge_lookup
@@ -166,25 +167,30 @@ def _which_or(q: str) -> tuple[str, str, str] | None:
     return (split[0], split[1], m.group("b")) if split is not None else None
 
 
+def _two_named(q: str) -> Iterator[tuple[str, str, str, str]]:
+    """(shape, predicate, A, B) for each which-of-two shape `q` fits, in the order they are tried:
+    "Between A and B, which …?", "Was A or B released first?" (its predicate read as "which was
+    released first") and "Which band was formed first, A or B?". The comparison and the date check
+    both read a question's predicate and its two names here."""
+    m = _BETWEEN.match(q)
+    if m:
+        yield "between", m.group("pred"), m.group("a"), m.group("b")
+    m = _AUX_OR.match(q)
+    if m and q.count(" or ") == 1:
+        yield "aux_or", f"which {q.split()[0].lower()} {m.group('pred')}", m.group("a"), m.group("b")
+    parts = _which_or(q)
+    if parts is not None:
+        yield "which_or", *parts
+
+
 def _comparison_en(q: str) -> tuple[tuple[str, str], tuple[str, str]] | None:
     """((A, B), (sub-question A, sub-question B)) or None."""
     if q.count(" or ") + q.count(" and ") == 0:
         return None
-    m = _BETWEEN.match(q)
-    if m:
-        pair = distinct_pair(entity_en(m.group("a")), entity_en(m.group("b")))
-        if pair:
-            return pair, (_attribute_question(m.group("pred"), pair[0]), _attribute_question(m.group("pred"), pair[1]))
-    m = _AUX_OR.match(q)
-    if m and q.count(" or ") == 1:
-        pair = distinct_pair(entity_en(m.group("a")), entity_en(m.group("b")))
-        if pair:
-            return pair, (_attribute_question(m.group("pred"), pair[0]), _attribute_question(m.group("pred"), pair[1]))
-    parts = _which_or(q)
-    if parts is not None:
-        pred, a, b = parts
+    for shape, pred, a, b in _two_named(q):
         pair = distinct_pair(entity_en(a), entity_en(b))
-        if pair and len(pred.split()) <= 10:
+        # a "Which …, A or B?" predicate of more than ten words is more than a comparison
+        if pair and (shape != "which_or" or len(pred.split()) <= 10):
             return pair, (_attribute_question(pred, pair[0]), _attribute_question(pred, pair[1]))
     m = _IN_COMMON.match(q)
     if m and q.count(" and ") == 1:
@@ -337,17 +343,14 @@ def order_check(question: str) -> OrderCheck | None:
     q = " ".join(question.split())
     if is_chinese(q):
         return None
-    m, aux = _BETWEEN.match(q), _AUX_OR.match(q)
-    parts = ((m.group("pred"), m.group("a"), m.group("b")) if m else  # "Was A or B released first?"
-             (f"which {q.split()[0].lower()} {aux.group('pred')}", aux.group("a"), aux.group("b")) if aux and q.count(" or ") == 1
-             else _which_or(q))
-    pm = _ORDER_PRED.match(parts[0].strip()) if parts is not None else None
+    _, pred, a, b = next(_two_named(q), ("", "", "", ""))
+    pm = _ORDER_PRED.match(pred.strip())
     if pm is None:
         return None
-    pair = distinct_pair(entity_en(parts[1]), entity_en(parts[2]))  # type: ignore[index]
+    pair = distinct_pair(entity_en(a), entity_en(b))
     if not pair:
         return None
-    lookups = (_attribute_question(parts[0], pair[0]), _attribute_question(parts[0], pair[1]))  # type: ignore[index]
+    lookups = (_attribute_question(pred, pair[0]), _attribute_question(pred, pair[1]))
     if not all(x.startswith("When ") for x in lookups):  # the deciding fact is not a date
         return None
     latest = re.fullmatch(_LATEST, pm.group("word").lower()) is not None
