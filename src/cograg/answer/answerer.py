@@ -191,7 +191,7 @@ class Answerer:
                     evidence=result.evidence_score, evidence_source=result.evidence_source)
         if not result.hits or (evidence_gate and not self._evidence_ok(result)):
             return finish(trace, refusal(q, trace, result, "insufficient evidence: "
-                                                     f"best score {result.evidence_score} ({result.evidence_source})"))
+                                               f"best score {result.evidence_score} ({result.evidence_source})"))
 
         pack = pack_context(result.hits[:self.config.retrieve_hits], self.config.context_budget_tokens,
                             order=self.config.pack_order)
@@ -250,20 +250,20 @@ class Answerer:
             if (redrafted is None or not redrafted[2]
                     or described_entity(q, redrafted[2], redrafted[0].citations, clean_blocks) is not None):
                 return finish(trace, refusal(q, trace, result, f"the answer names {described.entity}, the "
-                                                   f"{described.phrase} the question describes, not what it asks",
-                                                   evidence=closest_evidence(clean_blocks, q)))
+                                             f"{described.phrase} the question describes, not what it asks",
+                                             evidence=closest_evidence(clean_blocks, q)))
             validated, verification, kept = redrafted
         # sentences the post-check removed were verified, but obeyed a document: they neither count
         # for nor against what is left (counting them against it let an attack refuse a good answer)
         supported_ratio = len(kept) / max(1, verification.total - removed.injection_sentences)
         if kept and expects_number(q) and not any(has_number(strip_markers(k)) for k in kept):
             resp = refusal(q, trace, result, "the verified sentences do not contain the number or date "
-                                 "the question asks for", evidence=validated.citations)
+                           "the question asks for", evidence=validated.citations)
             resp.claims, resp.removed = verification.claims, removed
             return finish(trace, resp)
         if not kept or supported_ratio < self.verification.min_supported_ratio:
             resp = refusal(q, trace, result, f"only {len(kept)} of {verification.total} sentences verified",
-                                 evidence=validated.citations)
+                           evidence=validated.citations)
             resp.claims, resp.removed = verification.claims, removed
             return finish(trace, resp)
 

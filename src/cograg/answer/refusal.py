@@ -35,7 +35,7 @@ def refusal(question: str, trace: Trace, result: SearchResult | None, reason: st
         text = message("refusal.no_evidence", lang)
     trace.outcome = {"fallback": True, "reason": reason}
     trace.event("REFUSED", reason=reason)
-    return AnswerResponse(answer=text, citations=evidence or [], fallback=True, confidence=0.0, grounded=False,
+    return AnswerResponse(answer=text, citations=evidence, fallback=True, confidence=0.0, grounded=False,
                           route=route, trace_id=trace.trace_id,
                           evidence_score=result.evidence_score if result else None, notes=[reason])
 

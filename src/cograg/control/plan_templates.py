@@ -343,7 +343,10 @@ def order_check(question: str) -> OrderCheck | None:
     q = " ".join(question.split())
     if is_chinese(q):
         return None
-    _, pred, a, b = next(_two_named(q), ("", "", "", ""))
+    first = next(_two_named(q), None)
+    if first is None:
+        return None
+    _, pred, a, b = first
     pm = _ORDER_PRED.match(pred.strip())
     if pm is None:
         return None
