@@ -191,6 +191,8 @@ def test_documents_upload_list_delete(client: TestClient):
     assert up["added"] == 1 and up["documents"][0]["source"] == "notes.md" and up["documents"][0]["tags"] == ["ferry"]
     doc_id = up["documents"][0]["doc_id"]
     assert "notes.md" in [d["source"] for d in client.get("/api/documents").json()]
+    # the API takes ids (or paths), not file names: one name can stand for documents of other callers
+    assert client.delete("/api/documents/notes.md").status_code == 404
     r = client.delete(f"/api/documents/{doc_id}")
     assert r.status_code == 200 and r.json()["doc_id"] == doc_id
     assert "notes.md" not in [d["source"] for d in client.get("/api/documents").json()]

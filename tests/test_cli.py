@@ -155,6 +155,28 @@ def test_error_unknown_document(cli, store_dir: Path, folder: Path) -> None:
         assert s.count_documents() == 2
 
 
+def test_a_document_is_found_by_its_file_name_and_a_shared_name_names_the_candidates(
+        cli, store_dir: Path, folder: Path) -> None:
+    (folder / "sub").mkdir()
+    (folder / "sub" / "a.md").write_text("# Another A\n\nAbout buses.\n", encoding="utf-8")
+    (folder / "b_%.txt").write_text("Wildcards in a name.\n", encoding="utf-8")
+    cli("ingest", folder, "--store", store_dir)
+    res = cli("docs", "show", "b.txt", "--store", store_dir, "--json")
+    assert res.exit_code == 0, res.stderr
+    assert json.loads(res.stdout)["source_path"] == str((folder / "b.txt").resolve())
+    # LIKE's wildcards and ASCII case folding are not name matching
+    res = cli("docs", "show", "b_%.txt", "--store", store_dir, "--json")
+    assert json.loads(res.stdout)["source_path"].endswith("/b_%.txt")
+    for near in ("B.txt", "b__.txt", "%.txt", ".txt"):
+        res = cli("docs", "show", near, "--store", store_dir)
+        assert_one_line_error(res.exit_code, res.stdout, res.stderr, contains=f"no document matches '{near}'")
+    res = cli("docs", "delete", "a.md", "--store", store_dir)
+    assert_one_line_error(res.exit_code, res.stdout, res.stderr, contains="'a.md' names 2 documents")
+    assert str((folder / "sub" / "a.md").resolve()) in res.stderr
+    with SQLiteStore(store_dir) as s:
+        assert s.count_documents() == 4
+
+
 def test_error_no_store(cli, tmp_path: Path) -> None:
     missing = tmp_path / "no-store"
     for args in (("docs", "list"), ("docs", "show", "x"), ("docs", "delete", "x")):

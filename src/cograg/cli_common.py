@@ -34,7 +34,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 StoreOpt = Annotated[Path | None, typer.Option("--store", envvar="COGRAG_STORE",
                                                help="store directory [default: ~/.cograg]")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON object")]
-DocRef = Annotated[str, typer.Argument(help="doc id, id prefix or source path")]
+DocRef = Annotated[str, typer.Argument(help="doc id, id prefix, source path or file name")]
 EmbedderOpt = Annotated[str | None, typer.Option(
     "--embedder", help="e5-small (default) | minilm | st:DIR | openai:URL[#model] | none [env: COGRAG_EMBEDDER]")]
 SetOpt = Annotated[list[str] | None, typer.Option(

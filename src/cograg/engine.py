@@ -316,14 +316,21 @@ class Engine:
         """All stored documents, sorted by source path."""
         return self.store.list_documents(under=under)
 
-    def document(self, ref: str) -> Document:
-        """The one document whose id, id prefix or source path is `ref`."""
+    def document(self, ref: str, *, by_name: bool = True) -> Document:
+        """The one document whose id, id prefix or source path is `ref`; failing those (and with
+        `by_name`), whose file name is `ref`. Several matches are an error naming them."""
         found = self.store.find_documents(ref)
         if not found and Path(ref).exists():
             found = self.store.find_documents(str(Path(ref).resolve()))
+        named = not found and by_name
+        if named:
+            found = self.store.find_documents_named(ref)
         if not found:
             raise StoreError(f"no document matches {ref!r}")
         if len(found) > 1:
+            if named:
+                paths = ", ".join(d.source_path for d in found[:5]) + (", ..." if len(found) > 5 else "")
+                raise StoreError(f"{ref!r} names {len(found)} documents ({paths}); give the path or the id")
             raise StoreError(f"{ref!r} matches {len(found)} documents; give more of the id")
         return found[0]
 

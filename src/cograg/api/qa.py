@@ -54,7 +54,7 @@ def resolve_doc_ids(engine: Engine, refs: list[str] | None, caller: Caller | Non
     out: list[str] = []
     for ref in refs:
         try:
-            doc = engine.document(ref)
+            doc = engine.document(ref, by_name=False)  # not by file name: see api.documents.delete_document
         except StoreError as exc:
             raise NotFound(str(exc)) from None
         if caller is not None and not may_read(engine, caller, doc):

@@ -106,6 +106,16 @@ class SQLiteStore:
         exact = [r for r in rows if r["doc_id"] == ref or r["source_path"] == ref]
         return [document_from_row(self.conn, r) for r in (exact or rows)]
 
+    def find_documents_named(self, name: str) -> list[Document]:
+        """Documents whose file name (the last part of the source path) is `name`."""
+        if not name or "/" in name or "\\" in name:
+            return []
+        pattern = "%/" + name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        rows = self.conn.execute("SELECT * FROM documents WHERE source_path LIKE ? ESCAPE '\\' "
+                                 "ORDER BY source_path", (pattern,)).fetchall()
+        # LIKE folds ASCII case; a file name is compared as written
+        return [document_from_row(self.conn, r) for r in rows if r["source_path"].endswith("/" + name)]
+
     def list_documents(self, *, under: str | None = None) -> list[Document]:
         if under is None:
             rows = self.conn.execute("SELECT * FROM documents ORDER BY source_path").fetchall()
