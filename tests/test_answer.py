@@ -184,6 +184,7 @@ def test_weak_evidence_is_refused_without_calling_the_model(eng: Engine):
     strict = AnswerConfig(min_evidence_cosine=0.99, min_evidence_cosine_zh=0.99)
     r = ask(eng, llm, "What is the capital of Mongolia?", config=strict)
     assert r.fallback and r.route == "REFUSED" and llm.calls == [] and "insufficient evidence" in r.notes[0]
+    assert re.search(r"best score (0|1)\.\d{3} \(", r.notes[0]), r.notes[0]  # as a person reads it
 
 
 @pytest.mark.parametrize("q", ["What does this method cost?", "这个方法的效果怎么样？"])

@@ -343,6 +343,14 @@ def test_router_preflight_picks_r1_or_r2() -> None:
     d = weak.route(q)  # a good score, but the hits do not cover the question: R2 would answer from them too
     assert d.mode == "R1_ONE_SHOT_RETRIEVE" and d.sufficiency and not d.sufficiency.sufficient
     assert d.sufficiency.above_floor and any("coverage" in r and "-> R1" in r for r in d.reasons)
+
+
+def test_decision_reasons_show_scores_to_three_decimals() -> None:
+    q = "How many arches does the Linden Bridge have?"
+    router = Router(load_rules(), search=lambda s: result(s, ["The Linden Bridge has seven stone arches."],
+                                                          0.8427009582519531))
+    shown = " ".join(router.route(q).reasons)
+    assert "top=0.843" in shown and "0.8427" not in shown, shown
     floor, margin = AnswerConfig().min_evidence_cosine, load_rules().sufficiency["en"].rewrite_margin
     assert margin is not None and margin > 0
     near = Router(load_rules(), search=lambda s: result(s, ["The Linden Bridge has seven arches."], floor - margin + 0.005))

@@ -179,6 +179,12 @@ def ngram_overlap(a: str, b: str, *, n: int = 2, measure: OverlapMeasure = "of_b
     return shared / (len(gb) ** 0.5 or 1)
 
 
+def shown_score(score: float | None) -> str:
+    """A score as a reason or note shows it to a person: three decimals (all seventeen digits of a
+    float read as noise), "none" where there is no score."""
+    return "none" if score is None else f"{score:.3f}"
+
+
 __all__ = [
     "CJK_RANGE",
     "char_ngrams",
@@ -189,5 +195,6 @@ __all__ = [
     "normalise_for_match",
     "numbers_in",
     "sentence_spans",
+    "shown_score",
     "split_sentences",
 ]

@@ -32,7 +32,7 @@ from cograg.questions import expects_number, has_number, needs_clarification
 from cograg.retrieval.hops import with_follow_up
 from cograg.retrieval.models import SearchResult
 from cograg.retrieval.packing import ContextBlock, block_holding, pack_context
-from cograg.text import is_chinese, language_of
+from cograg.text import is_chinese, language_of, shown_score
 from cograg.trace import RecordingLLM, Trace
 
 __all__ = ["AnswerConfig", "AnswerResponse", "Answerer", "QuestionError", "RemovedCounts", "record_outcome",
@@ -190,8 +190,8 @@ class Answerer:
         trace.event("EVIDENCE_SELECTED" if preset else "RETRIEVED", hits=len(result.hits),
                     evidence=result.evidence_score, evidence_source=result.evidence_source)
         if not result.hits or (evidence_gate and not self._evidence_ok(result)):
-            return finish(trace, refusal(q, trace, result, "insufficient evidence: "
-                                               f"best score {result.evidence_score} ({result.evidence_source})"))
+            best = f"best score {shown_score(result.evidence_score)} ({result.evidence_source})"
+            return finish(trace, refusal(q, trace, result, f"insufficient evidence: {best}"))
 
         pack = pack_context(result.hits[:self.config.retrieve_hits], self.config.context_budget_tokens,
                             order=self.config.pack_order)

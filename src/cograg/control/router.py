@@ -44,7 +44,7 @@ from cograg.control.routing_rules import RiskWeights, RoutingThresholds, SignalW
 from cograg.messages import message
 from cograg.models import ModelError
 from cograg.retrieval.models import SearchResult
-from cograg.text import is_chinese, language_of, normalise_for_match
+from cograg.text import is_chinese, language_of, normalise_for_match, shown_score
 
 
 # --------------------------------------------------------------------------- LLM scores
@@ -226,10 +226,10 @@ class Router:
         missing = [e for e in plan.entities if normalise_for_match(e) not in seen]
         if not suff.above_floor or missing:
             why = f"{', '.join(missing)} not in the top {hits} hits" if missing else \
-                f"best score {suff.top_score} under the refusal floor"
+                f"best score {shown_score(suff.top_score)} under the refusal floor"
             reasons.append(f"comparison: one search is not enough ({why}) -> R3")
             return None
-        reasons.append(f"comparison: one search clears the floor (top={suff.top_score}) and names both "
+        reasons.append(f"comparison: one search clears the floor (top={shown_score(suff.top_score)}) and names both "
                        f"{plan.entities[0]!r} and {plan.entities[1]!r} -> R1")
         return suff
 
@@ -253,10 +253,10 @@ class Router:
             return None
         suff = searched[1]
         if not suff.above_floor:
-            reasons.append(f"bridge: one search is not enough (best score {suff.top_score} under the "
+            reasons.append(f"bridge: one search is not enough (best score {shown_score(suff.top_score)} under the "
                            "refusal floor) -> R3")
             return None
-        reasons.append(f"bridge: one search clears the floor (top={suff.top_score}); R1's follow-up hop "
+        reasons.append(f"bridge: one search clears the floor (top={shown_score(suff.top_score)}); R1's follow-up hop "
                        "looks for the second paragraph -> R1")
         return suff
 
@@ -348,23 +348,23 @@ class Router:
             return decide("DOC_GROUNDED", "R2_MULTI_RETRIEVE")
         suff = preflight(result, question, rules, self.floors)
         if suff.sufficient:
-            reasons.append(f"DOC_GROUNDED: preflight sufficient (hits={suff.hits}, top={suff.top_score}, "
+            reasons.append(f"DOC_GROUNDED: preflight sufficient (hits={suff.hits}, top={shown_score(suff.top_score)}, "
                            f"coverage={suff.coverage:.2f}) -> R1")
             return decide("DOC_GROUNDED", "R1_ONE_SHOT_RETRIEVE", sufficiency=suff)
         if suff.beyond_rewrite:
             # rewrites cost several model calls and, on the calibration split, no answerable question
             # scored this far below the floor: R1's gate refuses before any model call
-            reasons.append(f"DOC_GROUNDED: preflight top={suff.top_score} more than "
+            reasons.append(f"DOC_GROUNDED: preflight top={shown_score(suff.top_score)} more than "
                            f"{rules.sufficiency_for(question).rewrite_margin} below the refusal floor -> R1 (refuses)")
             return decide("DOC_GROUNDED", "R1_ONE_SHOT_RETRIEVE", sufficiency=suff)
         if suff.above_floor and suff.hits >= 1:
             # only the term coverage is short: R2 would answer from this same first search (it keeps
             # R1's passages whenever they clear the floor), after 5 grading calls that changed no
             # answer on the evaluation questions measured (docs/benchmarks.md, R2 vs R1)
-            reasons.append(f"DOC_GROUNDED: preflight top={suff.top_score} clears the floor, coverage "
+            reasons.append(f"DOC_GROUNDED: preflight top={shown_score(suff.top_score)} clears the floor, coverage "
                            f"{suff.coverage:.2f} short -> R1")
             return decide("DOC_GROUNDED", "R1_ONE_SHOT_RETRIEVE", sufficiency=suff)
-        reasons.append(f"DOC_GROUNDED: preflight insufficient (hits={suff.hits}, top={suff.top_score}, "
+        reasons.append(f"DOC_GROUNDED: preflight insufficient (hits={suff.hits}, top={shown_score(suff.top_score)}, "
                        f"coverage={suff.coverage:.2f}) -> R2")
         return decide("DOC_GROUNDED", "R2_MULTI_RETRIEVE", sufficiency=suff)
 
