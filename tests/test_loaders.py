@@ -147,6 +147,35 @@ def test_html_boilerplate_removed_article_and_title_kept(tmp_path: Path) -> None
     assert ("The Harbour Ferries", "Modern fleet") in paths
 
 
+def test_html_source_line_breaks_inside_a_formatted_paragraph_are_spaces(tmp_path: Path) -> None:
+    # trafilatura keeps the source's line breaks and indentation in a paragraph with inline
+    # formatting; a browser shows one space, and so must the chunk (sentences, quotes, tokens)
+    page = """<html><head><title>Bridge</title></head><body><article><h1>The bridge</h1>
+        <p>On 3 March 1987 the grain barge <em>Maren Holt</em>, travelling downstream in high
+          water, struck the fourth arch. Several facing stones were dislodged and the bridge
+          was closed to heavy vehicles for fourteen months while the arch was repaired.</p>
+        <p>A plain paragraph about the repair, long enough for the extractor to keep it as text.</p>
+        <pre>def cap(fares):
+    return min(sum(fares), 6.5)</pre>
+        <ul><li>First <b>listed</b> item</li><li>Second item</li></ul>
+        </article></body></html>"""
+    (tmp_path / "bridge.html").write_text(page, encoding="utf-8")
+    _, chunks = load_chunks(tmp_path / "bridge.html")
+    text = "\n".join(c.text for c in chunks)
+    assert "travelling downstream in high water, struck the fourth arch. Several facing stones were " \
+           "dislodged and the bridge was closed" in text, text
+    assert "```\ndef cap(fares):\n" in text  # code keeps its lines (trafilatura drops their indentation)
+    assert "- First **listed** item\n- Second item" in text
+
+
+def test_unwrap_source_lines_leaves_markdown_blocks_alone() -> None:
+    md = ("Para with *x* that\n    goes on.\n\n- item\n  - nested\n| a | b |\n|---|---|\n"
+          "# Head\n    not joined to a heading\n```\nfenced\n    indented\n```\n    after a fence")
+    assert loaders.unwrap_source_lines(md) == (
+        "Para with *x* that goes on.\n\n- item\n  - nested\n| a | b |\n|---|---|\n"
+        "# Head\n    not joined to a heading\n```\nfenced\n    indented\n```\n    after a fence")
+
+
 def test_html_without_title_uses_h1(tmp_path: Path) -> None:
     body = "<p>" + "The museum opens at nine and closes at five every weekday. " * 6 + "</p>"
     (tmp_path / "m.html").write_text(f"<html><body><h1>Museum Hours</h1>{body}</body></html>",

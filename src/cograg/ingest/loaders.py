@@ -112,9 +112,37 @@ def load_html(info: FileInfo) -> LoadedDocument:
         text = _html_fallback_text(tree)
     if not text or not text.strip():
         raise LoaderError("HTML page has no readable main content")
-    _, blocks = markdown_sections(text)
+    _, blocks = markdown_sections(unwrap_source_lines(text))
     return LoadedDocument("html", title or title_from_name(info.path), iter(blocks),
                           metadata={"extracted": "trafilatura-markdown"}, warnings=list(info.warnings))
+
+
+# a line that starts a Markdown block of its own, or fences code
+_BLOCK_START = re.compile(r"^[ \t]*(?:[-*+][ \t]|\d+[.)][ \t]|[|#>]|```|~~~)")
+_FENCE = re.compile(r"^[ \t]*(?:```|~~~)")
+
+
+def unwrap_source_lines(markdown: str) -> str:
+    """trafilatura's Markdown keeps the HTML source's line breaks and indentation inside a
+    paragraph that holds inline formatting ("… travelling downstream in high\\n          water, struck
+    …"), where a browser shows one space: sentences broke at every source line and the indentation
+    cost tokens. An indented line that continues a text line joins it with one space, outside code
+    fences, unless either line starts a block of its own (list item, table row, heading, quote)."""
+    out: list[str] = []
+    fenced = False
+    for line in markdown.split("\n"):
+        if _FENCE.match(line):
+            fenced = not fenced
+            out.append(line)
+            continue
+        continues = (not fenced and out and out[-1].strip() and line[:1] in (" ", "\t") and line.strip()
+                     and not _BLOCK_START.match(line) and not _FENCE.match(out[-1])
+                     and not re.match(r"^[ \t]*[|#]", out[-1]))
+        if continues:
+            out[-1] = out[-1].rstrip() + " " + line.strip()
+        else:
+            out.append(line)
+    return "\n".join(out)
 
 
 _BOILERPLATE_TAGS = ("script", "style", "nav", "header", "footer", "aside", "form", "noscript")
