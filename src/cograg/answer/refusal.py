@@ -7,14 +7,25 @@ source's text (`snippet_visible: false`) the refusal names the source and quotes
 
 from __future__ import annotations
 
+import math
+import re
+from collections import Counter
+
 from cograg.answer.contract import Citation, locate_quote
 from cograg.answer.injection import untrusted_quote
 from cograg.answer.response import AnswerResponse
+from cograg.answer.subject import content_words, question_entities
 from cograg.messages import message
 from cograg.retrieval.models import SearchResult
 from cograg.retrieval.packing import ContextBlock
-from cograg.text import is_chinese
+from cograg.text import is_chinese, sentence_spans
 from cograg.trace import Trace
+
+# a sentence that ends as sentences do (a closing quote or bracket may follow), not one cut where a
+# chunk ends
+_WHOLE = re.compile(r"[.!?。！？…][\"'”’）)\]]*\s*$")
+# a line that stands as a block of its own: list item, table row, heading, quote, code fence
+_BLOCK_LINE = re.compile(r"[ \t]*(?:[-*+][ \t]|\d+[.)][ \t]|[|#>]|```)")
 
 
 def refusal(question: str, trace: Trace, result: SearchResult | None, reason: str, route: str = "REFUSED",
@@ -40,11 +51,70 @@ def refusal(question: str, trace: Trace, result: SearchResult | None, reason: st
                           evidence_score=result.evidence_score if result else None, notes=[reason])
 
 
-def closest_evidence(blocks: list[ContextBlock], question: str) -> list[Citation]:
-    """The first block's passage that best matches `question`, as a citation (none without blocks)."""
+def _joins(line: str, following: str) -> bool:
+    """Whether the line break between `line` and `following` joins two lines of one paragraph
+    (not where a paragraph ends or a line is a block of its own)."""
+    return bool(line.strip() and following.strip()
+                and not _BLOCK_LINE.match(line) and not _BLOCK_LINE.match(following))
+
+
+def _soft_wrapped_sentences(text: str) -> list[tuple[str, bool]]:
+    """The sentences of a chunk as a reader sees them, verbatim, each with whether it is cut at the
+    chunk's edge. A line break inside a paragraph (a hard-wrapped text or Markdown file) does not end
+    a sentence here: it reads as a space, the offsets unchanged, so each sentence is still a slice of
+    the chunk's text. A sentence is cut when it ends the chunk without a stop, or opens it in lower case."""
+    chars, at = list(text), 0
+    lines = text.split("\n")
+    for line, following in zip(lines, lines[1:]):
+        at += len(line)  # the line break after `line`
+        if _joins(line, following):
+            chars[at] = " "
+        at += 1
+    read_as = "".join(chars)
+    spans = [(a, b) for a, b in sentence_spans(read_as, semicolons=True) if b - a >= 4]
+    out = []
+    for n, (a, b) in enumerate(spans):
+        sentence = text[a:b]
+        cut = (n == len(spans) - 1 and not _WHOLE.search(sentence)) or (n == 0 and sentence[:1].islower())
+        out.append((sentence, cut))
+    return out
+
+
+def closest_evidence(blocks: list[ContextBlock], question: str, *, count: int = 3) -> list[Citation]:
+    """The context sentences closest to `question`, best first (at most `count`; none without
+    blocks), each a citation of the chunk that holds it. A sentence scores by the question's content
+    words it shares, a word weighing more the fewer of the context's sentences have it, and the
+    words of what is asked ("arches") and of the names it is asked of ("Linden Bridge") multiply:
+    a sentence with both goes before one with more of either alone. A whole sentence goes before one
+    cut at a chunk's edge, then the score decides, then the better ranked block. Where no sentence shares a content
+    word: the first block's passage that best matches the question. (`refusal` shows the first
+    that passes the injection check.)"""
     if not blocks:
         return []
-    b = blocks[0]
-    idx, quote, _, _ = locate_quote("", question, b)
+    candidates = [(b, i, sentence, cut) for b in blocks for i, t in enumerate(b.chunk_texts or [b.text])
+                  for sentence, cut in _soft_wrapped_sentences(t)]
+    asked = content_words(question)
+    named = set().union(*(content_words(e) for e in question_entities(question))) & asked
+    shared = [content_words(c[2]) & asked for c in candidates]
+    df = Counter(w for ws in shared for w in ws)
+    weight = {w: math.log(1 + len(candidates) / n) for w, n in df.items()}
+
+    def key(k: int) -> tuple[bool, float, int, int]:
+        b, _, _, cut = candidates[k]
+        asks = sum(weight[w] for w in shared[k] - named)  # what is asked: "arches", "designed"
+        about = sum(weight[w] for w in shared[k] & named)  # what it is asked of: "Linden Bridge"
+        return (not cut, round((1 + asks) * (1 + about), 6), -b.best_rank, -k)
+
+    chosen: list[tuple[ContextBlock, int, str]] = []
+    for k in sorted((k for k in range(len(candidates)) if shared[k]), key=key, reverse=True):
+        b, idx, sentence, _ = candidates[k]
+        if sentence not in {quote for _, _, quote in chosen}:  # chunks overlap: one sentence once
+            chosen.append((b, idx, sentence))
+        if len(chosen) == count:
+            break
+    if not chosen:
+        idx, quote, _, _ = locate_quote("", question, blocks[0])
+        chosen = [(blocks[0], idx, quote)]
     return [Citation(id="1", doc_id=b.doc_id, chunk_id=b.chunk_ids[idx], quote=quote, source=b.source,
-                     score=1.0, title=b.title, page=b.page, heading_path=b.heading_path, annotations=b.annotations)]
+                     score=1.0, title=b.title, page=b.page, heading_path=b.heading_path, annotations=b.annotations)
+            for b, idx, quote in chosen]
