@@ -15,7 +15,8 @@ BRIDGE_1 = ("The Linden Bridge opened in 1811 and is the oldest crossing in the 
 BRIDGE_2 = ("The design was entrusted to the engineer Tobias Marrick, who proposed a stone bridge\n"
             "of seven semicircular arches. Work began in 1806.")
 FERRY = "The ferry to Kelso Island leaves at 21:40. Tickets cost EUR 2.10."
-TEA = "研究所历史悠久。1978 年，研究所育成耐寒品种“银雾”，这是研究所最重要的成果。耐寒茶树品种的选育与推广。"
+TEA = ("研究所历史悠久。1978 年，研究所育成耐寒品种“银雾”，这是研究所最重要的成果。"
+       "耐寒茶树品种的选育与推广。")
 
 
 def _blocks(*chunks: list[str]) -> list[ContextBlock]:

@@ -179,6 +179,10 @@ def ngram_overlap(a: str, b: str, *, n: int = 2, measure: OverlapMeasure = "of_b
     return shared / (len(gb) ** 0.5 or 1)
 
 
+# a Markdown line that stands as a block of its own: list item, table row, heading, quote, code fence
+MARKDOWN_BLOCK_LINE = re.compile(r"^[ \t]*(?:[-*+][ \t]|\d+[.)][ \t]|[|#>]|```|~~~)")
+
+
 def shown_score(score: float | None) -> str:
     """A score as a reason or note shows it to a person: three decimals (all seventeen digits of a
     float read as noise), "none" where there is no score."""
@@ -187,6 +191,7 @@ def shown_score(score: float | None) -> str:
 
 __all__ = [
     "CJK_RANGE",
+    "MARKDOWN_BLOCK_LINE",
     "char_ngrams",
     "is_chinese",
     "is_verbatim",

@@ -18,14 +18,12 @@ from cograg.answer.subject import content_words, question_entities
 from cograg.messages import message
 from cograg.retrieval.models import SearchResult
 from cograg.retrieval.packing import ContextBlock
-from cograg.text import is_chinese, sentence_spans
+from cograg.text import MARKDOWN_BLOCK_LINE, is_chinese, sentence_spans
 from cograg.trace import Trace
 
 # a sentence that ends as sentences do (a closing quote or bracket may follow), not one cut where a
 # chunk ends
 _WHOLE = re.compile(r"[.!?。！？…][\"'”’）)\]]*\s*$")
-# a line that stands as a block of its own: list item, table row, heading, quote, code fence
-_BLOCK_LINE = re.compile(r"[ \t]*(?:[-*+][ \t]|\d+[.)][ \t]|[|#>]|```)")
 
 
 def refusal(question: str, trace: Trace, result: SearchResult | None, reason: str, route: str = "REFUSED",
@@ -55,7 +53,7 @@ def _joins(line: str, following: str) -> bool:
     """Whether the line break between `line` and `following` joins two lines of one paragraph
     (not where a paragraph ends or a line is a block of its own)."""
     return bool(line.strip() and following.strip()
-                and not _BLOCK_LINE.match(line) and not _BLOCK_LINE.match(following))
+                and not MARKDOWN_BLOCK_LINE.match(line) and not MARKDOWN_BLOCK_LINE.match(following))
 
 
 def _soft_wrapped_sentences(text: str) -> list[tuple[str, bool]]:

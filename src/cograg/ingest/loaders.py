@@ -20,6 +20,7 @@ from cograg.ingest.code_units import load_code
 from cograg.ingest.files import FileInfo, inspect_file, read_text, stream_text, title_from_name
 from cograg.ingest.models import Block, LoadedDocument
 from cograg.ingest.records import load_csv, load_json, load_jsonl
+from cograg.text import MARKDOWN_BLOCK_LINE
 
 # ---------------------------------------------------------------------------------- text / md
 
@@ -117,8 +118,6 @@ def load_html(info: FileInfo) -> LoadedDocument:
                           metadata={"extracted": "trafilatura-markdown"}, warnings=list(info.warnings))
 
 
-# a line that starts a Markdown block of its own, or fences code
-_BLOCK_START = re.compile(r"^[ \t]*(?:[-*+][ \t]|\d+[.)][ \t]|[|#>]|```|~~~)")
 _FENCE = re.compile(r"^[ \t]*(?:```|~~~)")
 
 
@@ -136,7 +135,7 @@ def unwrap_source_lines(markdown: str) -> str:
             out.append(line)
             continue
         continues = (not fenced and out and out[-1].strip() and line[:1] in (" ", "\t") and line.strip()
-                     and not _BLOCK_START.match(line) and not _FENCE.match(out[-1])
+                     and not MARKDOWN_BLOCK_LINE.match(line) and not _FENCE.match(out[-1])
                      and not re.match(r"^[ \t]*[|#]", out[-1]))
         if continues:
             out[-1] = out[-1].rstrip() + " " + line.strip()
