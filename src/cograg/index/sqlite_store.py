@@ -38,6 +38,11 @@ from cograg.index.vectors import VectorIndex
 CLOSE_WAITS_FOR_BUILD_S = 60.0
 
 
+def _like_literal(text: str) -> str:
+    """`text` for a LIKE pattern with ESCAPE '\\': its own backslashes, % and _ match only themselves."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
 class SQLiteStore:
     """Documents and chunks in `<store>/cograg.db`."""
 
@@ -99,7 +104,7 @@ class SQLiteStore:
         """Documents matching a doc id, a doc id prefix (4+ characters), or a source path."""
         if not ref:
             return []
-        prefix = ref.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%" if len(ref) >= 4 else ""
+        prefix = _like_literal(ref) + "%" if len(ref) >= 4 else ""
         rows = self.conn.execute(
             "SELECT * FROM documents WHERE doc_id=? OR source_path=? OR doc_id LIKE ? ESCAPE '\\' "
             "ORDER BY source_path", (ref, ref, prefix)).fetchall()
@@ -110,7 +115,7 @@ class SQLiteStore:
         """Documents whose file name (the last part of the source path) is `name`."""
         if not name or "/" in name or "\\" in name:
             return []
-        pattern = "%/" + name.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        pattern = "%/" + _like_literal(name)
         rows = self.conn.execute("SELECT * FROM documents WHERE source_path LIKE ? ESCAPE '\\' "
                                  "ORDER BY source_path", (pattern,)).fetchall()
         # LIKE folds ASCII case; a file name is compared as written
