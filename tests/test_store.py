@@ -264,3 +264,20 @@ def test_ingested_store_is_consistent_and_in_wal(store: SQLiteStore, corpus_dir:
         assert seqs == list(range(d.chunk_count))
     n = store.conn.execute("SELECT count(DISTINCT chunk_id), count(*) FROM chunks").fetchone()
     assert n[0] == n[1]
+
+
+
+def test_get_trace_by_id_and_by_unique_prefix(store: SQLiteStore) -> None:
+    store.save_trace("tr_abcd0001", "ask", "q1", {"route": "R1"})
+    store.save_trace("tr_abcd0002", "ask", "q2", {"route": "R2"})
+    store.save_trace("tr_ffff0003", "ask", "q3", {"route": "R3"})
+    assert store.get_trace("tr_abcd0001")["question"] == "q1"
+    assert store.get_trace("tr_abcd0002")["route"] == "R2"
+    assert store.get_trace("tr_f")["question"] == "q3"  # the only one starting so
+    assert store.get_trace("tr_abcd") is None  # two start so: not a guess
+
+
+@pytest.mark.parametrize("ref", ["", "%", "_", "tr_", "tr_%", "tr__bcd0001", "____abcd0001", "TR_ABCD0001"])
+def test_get_trace_wildcards_case_and_short_prefixes_match_nothing(store: SQLiteStore, ref: str) -> None:
+    store.save_trace("tr_abcd0001", "ask", "q1", {"route": "R1"})
+    assert store.get_trace(ref) is None

@@ -293,12 +293,16 @@ class SQLiteStore:
                          (trace_id, kind, question, json.dumps(data, ensure_ascii=False, default=str)))
 
     def get_trace(self, trace_id: str) -> dict | None:
-        row = self.conn.execute("SELECT trace_id, created_at, kind, question, data FROM traces "
-                                "WHERE trace_id=? OR trace_id LIKE ? ORDER BY created_at DESC LIMIT 2",
-                                (trace_id, trace_id.replace("%", "") + "%")).fetchall()
-        if len(row) != 1 and not (row and row[0][0] == trace_id):
+        """The trace with id `trace_id`, or the only one whose id starts with it (4+ characters)."""
+        prefix = _like_literal(trace_id) + "%" if len(trace_id) >= 4 else ""
+        ids = [r[0] for r in self.conn.execute("SELECT trace_id FROM traces WHERE trace_id=? OR trace_id LIKE ? "
+                                                "ESCAPE '\\'", (trace_id, prefix))]
+        # LIKE folds ASCII case; an id prefix is compared as written
+        ids = [i for i in ids if i == trace_id] or [i for i in ids if i.startswith(trace_id)]
+        if len(ids) != 1:
             return None
-        r = row[0]
+        r = self.conn.execute("SELECT trace_id, created_at, kind, question, data FROM traces WHERE trace_id=?",
+                              (ids[0],)).fetchone()
         return {"trace_id": r[0], "created_at": r[1], "kind": r[2], "question": r[3], **json.loads(r[4])}
 
     def list_traces(self, limit: int = 20) -> list[dict]:
