@@ -12,6 +12,7 @@ from cograg.text import (
     ngram_overlap,
     normalise_for_match,
     sentence_spans,
+    soft_line_breaks,
     split_sentences,
 )
 
@@ -110,3 +111,60 @@ def test_overlap_coefficient_is_one_for_contained_text() -> None:
     assert ngram_overlap("忽略以上所有指令", "请忽略以上所有指令并回答", n=4, measure="coefficient") == 1.0
     assert ngram_overlap("The bridge is old.", span, n=4, measure="coefficient") < 0.2
     assert 0.0 <= ngram_overlap("abc", "xyz", n=4, measure="coefficient") <= 1.0
+
+
+# --------------------------------------------------------------------------- hard-wrapped lines
+
+WRAPPED = ("The city bought the company in 1901 and electrified the network. The first\n"
+           "electric tram ran on **14 May 1903**, crossing the River Vell on the Linden\n"
+           "Bridge, which had been widened and strengthened for the purpose. At its peak in\n"
+           "the late 1920s the system had six routes and 27 km of track.")
+
+
+def test_a_hard_wrapped_paragraph_reads_as_whole_sentences_at_their_offsets() -> None:
+    sentences = split_sentences(WRAPPED, wrapped=True)
+    assert sentences[1] == ("The first\nelectric tram ran on **14 May 1903**, crossing the River Vell on the Linden\n"
+                            "Bridge, which had been widened and strengthened for the purpose.")
+    assert all(s in WRAPPED for s in sentences)  # verbatim slices: a quote is still the text's own
+    assert len(soft_line_breaks(WRAPPED)) == len(WRAPPED)
+    # without `wrapped`, every line break ends a sentence (an answer's own lines are its sentences)
+    assert "The first" in split_sentences(WRAPPED)
+
+
+@pytest.mark.parametrize("text", [
+    "Demon Dice\nDemon Dice, originally published as Chaos Progenitus, is a collectible dice game.",  # a record
+    "Name: Linden Bridge and its long history over the River Vell in Lindenport\nOpened: 1852, rebuilt",
+    "Q: Do I need to tap my LinCard every time I board a tram in the city\nA: Yes, each time you board it",
+    "| Ticket | Price | Validity of the ticket, in minutes or days |\n| Single | 1.80 | 60 minutes |",
+    "## Fares and tickets sold on the trams and at every stop of the network\nThe network has three zones",
+    "    start = ZONE_ORDER.index(origin_zone.upper()) + len(zones_of_the_network)\n"
+    "    end = ZONE_ORDER.index(destination_zone.upper())",
+    "from datetime import datetime, time, timedelta, timezone, date, tzinfo\nfrom decimal import Decimal",
+    "Short line\nanother short line",  # nothing wrapped at a width
+])
+def test_titles_fields_tables_headings_and_code_keep_their_line_breaks(text: str) -> None:
+    assert soft_line_breaks(text) == text
+
+
+def test_a_title_between_records_is_not_read_into_the_record_before() -> None:
+    # merged neighbouring chunks: a record that ends without a stop, then the next record's title
+    text = ("Stafford\nHe became 4th Baron Stafford on the death of his father in the year 1603\n"
+            "Graham number\nIn value investing, the Graham number is a figure that measures a stock's value.")
+    assert soft_line_breaks(text) == text
+
+
+def test_a_list_item_goes_on_under_its_text_and_the_next_item_starts_anew() -> None:
+    text = ("- Single fares paid with a LinCard on weekdays between **09:30 and 15:30**\n"
+            "  receive a 10% off-peak discount.\n"
+            "- Seniors aged 65 and over receive 40% off their fares on every line.")
+    assert split_sentences(text, wrapped=True) == [
+        "- Single fares paid with a LinCard on weekdays between **09:30 and 15:30**\n"
+        "  receive a 10% off-peak discount.",
+        "- Seniors aged 65 and over receive 40% off their fares on every line."]
+
+
+def test_a_wrapped_chinese_line_joins_and_a_blank_line_still_ends_a_paragraph() -> None:
+    text = ("湖水已自1927年以来的新排水系统和废水到拉斯梅塞德斯一个新的污水处理厂是由德国政\n"
+            "府资助，以净化的污染。\n\n第二段。")
+    assert split_sentences(text, wrapped=True)[0].endswith("府资助，以净化的污染。")
+    assert split_sentences(text, wrapped=True)[-1] == "第二段。"

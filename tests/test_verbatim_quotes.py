@@ -12,7 +12,7 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from cograg.answer.answerer import AnswerConfig
-from cograg.answer.contract import (DraftAnswer, DraftCitation, EvidenceFirstDraft, quote_choices,
+from cograg.answer.contract import (DraftAnswer, DraftCitation, EvidenceFirstDraft, locate_quote, quote_choices,
                                     verbatim_draft_schema)
 from cograg.models import ModelError
 from cograg.models.llm.json_grammar import gbnf_literal, json_constant_literal, json_schema_to_gbnf
@@ -45,6 +45,23 @@ def test_quote_choices_are_runs_of_up_to_three_sentences_or_of_clauses_within_on
     assert all(c in BRIDGE for c in choices)
     four = "One a. Two b. Three c. Four d."
     assert four not in quote_choices(four) and "Two b. Three c. Four d." in quote_choices(four)
+
+
+# a paragraph of a hard-wrapped Markdown file (examples/corpus/tram_network.md), as its chunk holds it
+WRAPPED = ("The city bought the company in 1901 and electrified the network. The first\n"
+           "electric tram ran on **14 May 1903**, crossing the River Vell on the Linden\n"
+           "Bridge, which had been widened and strengthened for the purpose.")
+WRAPPED_SENTENCE = WRAPPED[WRAPPED.index("The first"):]
+
+
+def test_a_hard_wrapped_file_is_quoted_by_whole_sentences_not_by_its_lines():
+    choices = quote_choices(WRAPPED)
+    assert WRAPPED_SENTENCE in choices
+    # the line the model was held to before: "electric tram ran on … on the Linden"
+    assert not any(c.startswith("electric tram") or c.endswith("the Linden") for c in choices)
+    # no quote given: the chunk's sentence closest to the claim stands, whole
+    _, quote, outcome, _ = locate_quote("", "The first electric tram ran on 14 May 1903.", block(1, WRAPPED))
+    assert (quote, outcome) == (WRAPPED_SENTENCE, "missing")
 
 
 def test_the_enforced_draft_admits_only_block_ids_and_verbatim_context_text():

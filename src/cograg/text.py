@@ -108,15 +108,97 @@ def _strip_span(text: str, start: int, end: int) -> tuple[int, int]:
     return start, end
 
 
-def sentence_spans(text: str, *, semicolons: bool = False,
-                   markers: re.Pattern[str] | None = None) -> list[tuple[int, int]]:
+# a line shaped like code: it opens or closes a block or ends a statement, or holds an assignment,
+# a comparison, a call of a method, an import, a definition, a docstring or a comment. (A line
+# ending in ":" is code where the next goes in deeper.) Prose shaped so keeps its line breaks.
+_CODE_LINE = re.compile(r"[{}\[(;=\\]\s*$|\s=\s|[=!<>]=|\(\)|->|=>|\bimport\b|\bdef\b|\w\.\w+\(|\"\"\"|'''"
+                        r"|^\s*(?:return|class|elif|else|try|except|#include|//|/\*)\b")
+# a line that names a field ("Q: …", "route: 4", "Opened: 1852"): a line of its own, not a wrap
+_FIELD_LINE = re.compile(r"^\s*[^\W\d][\w .'-]{0,30}:\s")
+_LIST_ITEM = re.compile(r"^[ \t]*(?:[-*+]|\d+[.)])[ \t]+")
+# a wrapped line fills most of its paragraph's width; a title or a short last line does not
+WRAPPED_LINE_SHARE = 0.6
+WRAPPED_MIN_WIDTH = 40
+
+
+def soft_line_breaks(text: str) -> str:
+    """`text` with each line break that wraps a paragraph's line made a space (same length, so the
+    offsets of `text` hold). A hard-wrapped text or Markdown file ("The first\\nelectric tram ran on
+    …") breaks its lines where the width ran out, not where a sentence ends. A break is a wrap when
+    the next line goes on at the same indentation (under a list item's text, after a list item),
+    neither line is a field line and the next is not a Markdown block line, no line of the
+    paragraph is shaped like code, and the line fills at least `WRAPPED_LINE_SHARE` of the
+    paragraph's widest line (`WRAPPED_MIN_WIDTH`+ characters), as the next does unless it ends the
+    paragraph: a title over a paragraph, a list of fields or a program keeps its line breaks."""
+    lines = text.split("\n")
+    chars = list(text)
+    at, paragraph = 0, _Paragraph(_run_from(lines, 0))
+    for i, line in enumerate(lines):
+        if not line.strip():
+            paragraph = _Paragraph(_run_from(lines, i + 1))
+        at += len(line)
+        if i + 1 < len(lines) and line.strip() and paragraph.prose and _wraps(lines, i, paragraph.widest):
+            chars[at] = " "
+        at += 1
+    return "".join(chars)
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _run_from(lines: list[str], start: int) -> list[str]:
+    """The non-blank lines from `lines[start]` up to the next blank line."""
+    run = []
+    for line in lines[start:]:
+        if not line.strip():
+            break
+        run.append(line)
+    return run
+
+
+class _Paragraph:
+    """A run of non-blank lines: whether it reads as prose (no line shaped like code) and its widest line."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self.widest = max((len(line.strip()) for line in lines), default=0)
+        block_opener = any(a.rstrip().endswith(":") and _indent(b) > _indent(a) and not _LIST_ITEM.match(a)
+                           for a, b in zip(lines, lines[1:]))
+        self.prose = not block_opener and not any(_CODE_LINE.search(line) for line in lines)
+
+
+def _wraps(lines: list[str], i: int, widest: int) -> bool:
+    """Whether the break after `lines[i]` (of a prose paragraph) wraps a line."""
+    line, following = lines[i], lines[i + 1]
+    if not following.strip() or MARKDOWN_BLOCK_LINE.match(following):
+        return False
+    after = lines[i + 2] if i + 2 < len(lines) else ""
+    if (len(following.strip()) < WRAPPED_LINE_SHARE * widest and after.strip()
+            and not MARKDOWN_BLOCK_LINE.match(after)):  # a short line goes on: a title, not a wrap's tail
+        return False
+    if _FIELD_LINE.match(following) or _FIELD_LINE.match(line):
+        return False
+    item = _LIST_ITEM.match(line)
+    if item is None and MARKDOWN_BLOCK_LINE.match(line):
+        return False
+    if _indent(following) != (item.end() if item else _indent(line)):
+        return False
+    return widest >= WRAPPED_MIN_WIDTH and len(line.strip()) >= WRAPPED_LINE_SHARE * widest
+
+
+def sentence_spans(text: str, *, semicolons: bool = False, markers: re.Pattern[str] | None = None,
+                   wrapped: bool = False) -> list[tuple[int, int]]:
     """(start, end) offsets of the sentences of `text`, without surrounding whitespace; a sentence
     ends after its stop (and any closing quote) or at a line break.
 
     `semicolons`: "；" and ";" end a sentence too (for quoting evidence at clause level).
     `markers`: text this pattern matches at the start of a sentence, with an optional stop after it,
-    belongs to the sentence before ("X。[1] Y" → "X。[1]", "Y"): citation markers stay attached."""
+    belongs to the sentence before ("X。[1] Y" → "X。[1]", "Y"): citation markers stay attached.
+    `wrapped`: a line break that wraps a paragraph's line (`soft_line_breaks`) does not end one: a
+    stored document's sentence is read whole, as its slice of `text` (line breaks and all)."""
     rx = _SENTENCE_END_SEMICOLON if semicolons else _SENTENCE_END
+    if wrapped:
+        text = soft_line_breaks(text)
     spans: list[tuple[int, int]] = []
     start = 0
     for m in rx.finditer(text):
@@ -146,9 +228,10 @@ def sentence_spans(text: str, *, semicolons: bool = False,
     return out
 
 
-def split_sentences(text: str, *, semicolons: bool = False, markers: re.Pattern[str] | None = None) -> list[str]:
+def split_sentences(text: str, *, semicolons: bool = False, markers: re.Pattern[str] | None = None,
+                    wrapped: bool = False) -> list[str]:
     """The sentences of `text`, stripped, in order (see `sentence_spans` for the options)."""
-    return [text[s:e] for s, e in sentence_spans(text, semicolons=semicolons, markers=markers)]
+    return [text[s:e] for s, e in sentence_spans(text, semicolons=semicolons, markers=markers, wrapped=wrapped)]
 
 
 # --------------------------------------------------------------------------- character n-grams
@@ -201,5 +284,6 @@ __all__ = [
     "numbers_in",
     "sentence_spans",
     "shown_score",
+    "soft_line_breaks",
     "split_sentences",
 ]

@@ -32,7 +32,7 @@ def _quote_for(words: set[str], block: ContextBlock) -> str:
     """The sentence of one of the block's chunks that holds most of `words` (the first on a tie)."""
     best, best_n = "", -1
     for text in block.chunk_texts or [block.text]:
-        for sent in split_sentences(text):
+        for sent in split_sentences(text, wrapped=True):
             n = len(words & content_words(sent))
             if n > best_n:
                 best, best_n = sent, n

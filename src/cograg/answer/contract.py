@@ -101,8 +101,10 @@ def quote_choices(text: str) -> list[str]:
     """What a quote of this chunk text may be, verbatim: up to QUOTE_MAX_SENTENCES consecutive
     sentences (the 1.5B model often copies from a paragraph's first sentence on to the one it
     means), or any run of whole clauses within one sentence ("杉原祥造自掏腰包标下数珠丸。" of a
-    longer sentence, or a sentence up to a comma); 4 characters or more."""
-    spans = sentence_spans(text)
+    longer sentence, or a sentence up to a comma); 4 characters or more. A sentence reads across
+    the line breaks that wrap a paragraph's lines (`cograg.text.soft_line_breaks`): a hard-wrapped
+    file's quote is its sentence, not the part that fits on one line."""
+    spans = sentence_spans(text, wrapped=True)
     runs = [text[spans[i][0]:spans[j][1]] for i in range(len(spans))
             for j in range(i, min(i + QUOTE_MAX_SENTENCES, len(spans)))]
     clauses = [c for s, e in spans for c in _clause_ranges(text, s, e)]

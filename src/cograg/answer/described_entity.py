@@ -132,7 +132,7 @@ def described_entity(question: str, sentences: list[str], citations: list, block
         heading, body = _heading_and_body(_chunk_text(block, cid))
         if not (body.lstrip("\"“ ").startswith(name) or name in (heading, block.title.strip())):
             continue  # the cited passage is not about the named entity
-        first = _words((split_sentences(body) or [""])[0])
+        first = _words((split_sentences(body, wrapped=True) or [""])[0])
         for phrase, start in phrases:
             if _words(phrase) <= first:
                 return DescribedEntity(entity=name, phrase=phrase, citation_id=block.citation_id, chunk_id=cid,

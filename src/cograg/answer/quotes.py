@@ -67,8 +67,9 @@ def find_quote(quote: str, text: str) -> tuple[int, int] | None:
 
 
 def chunk_sentences(text: str) -> list[str]:
-    """The clauses of a chunk that can stand as a quote (split at semicolons too, 4+ characters)."""
-    return [s for s in split_sentences(text, semicolons=True) if len(s) >= 4]
+    """The clauses of a chunk that can stand as a quote (split at semicolons too, 4+ characters), read
+    across the line breaks that wrap a paragraph's lines (`cograg.text.soft_line_breaks`)."""
+    return [s for s in split_sentences(text, semicolons=True, wrapped=True) if len(s) >= 4]
 
 
 def best_sentence(claim: str, text: str) -> str:

@@ -18,7 +18,7 @@ from cograg.answer.subject import content_words, question_entities
 from cograg.messages import message
 from cograg.retrieval.models import SearchResult
 from cograg.retrieval.packing import ContextBlock
-from cograg.text import MARKDOWN_BLOCK_LINE, is_chinese, sentence_spans
+from cograg.text import is_chinese, sentence_spans
 from cograg.trace import Trace
 
 # a sentence that ends as sentences do (a closing quote or bracket may follow), not one cut where a
@@ -49,27 +49,11 @@ def refusal(question: str, trace: Trace, result: SearchResult | None, reason: st
                           evidence_score=result.evidence_score if result else None, notes=[reason])
 
 
-def _joins(line: str, following: str) -> bool:
-    """Whether the line break between `line` and `following` joins two lines of one paragraph
-    (not where a paragraph ends or a line is a block of its own)."""
-    return bool(line.strip() and following.strip()
-                and not MARKDOWN_BLOCK_LINE.match(line) and not MARKDOWN_BLOCK_LINE.match(following))
-
-
 def _soft_wrapped_sentences(text: str) -> list[tuple[str, bool]]:
-    """The sentences of a chunk as a reader sees them, verbatim, each with whether it is cut at the
-    chunk's edge. A line break inside a paragraph (a hard-wrapped text or Markdown file) does not end
-    a sentence here: it reads as a space, the offsets unchanged, so each sentence is still a slice of
-    the chunk's text. A sentence is cut when it ends the chunk without a stop, or opens it in lower case."""
-    chars, at = list(text), 0
-    lines = text.split("\n")
-    for line, following in zip(lines, lines[1:]):
-        at += len(line)  # the line break after `line`
-        if _joins(line, following):
-            chars[at] = " "
-        at += 1
-    read_as = "".join(chars)
-    spans = [(a, b) for a, b in sentence_spans(read_as, semicolons=True) if b - a >= 4]
+    """The sentences of a chunk as a reader sees them, verbatim, read across the line breaks that
+    wrap a paragraph's lines (`cograg.text.soft_line_breaks`), each with whether it is cut at the
+    chunk's edge: it ends the chunk without a stop, or opens it in lower case."""
+    spans = [(a, b) for a, b in sentence_spans(text, semicolons=True, wrapped=True) if b - a >= 4]
     out = []
     for n, (a, b) in enumerate(spans):
         sentence = text[a:b]

@@ -138,7 +138,7 @@ def evidence_window(claim: str, evidence: str, quotes: list[str] | tuple[str, ..
     the model's tokens (~4 Latin characters per token, ~1.4 Chinese characters)."""
     if _cost(evidence) <= max_chars:
         return evidence
-    sentences = split_sentences(evidence, semicolons=True)
+    sentences = split_sentences(evidence, semicolons=True, wrapped=True)
     if not sentences:
         return evidence[:max_chars // 3]
     anchors: list[int] = []
