@@ -216,7 +216,7 @@ def ask(
         old = "".join(f" ({a})" for a in c.annotations)
         out.print(f"[bold][{c.id}][/] {where}{page}{old} — [dim]{c.source}[/]", highlight=False)
         if c.quote:  # none where the policy hides the source's text
-            out.print(f"    “{c.quote}”", highlight=False)
+            out.print(f"    “{' '.join(c.quote.split())}”", highlight=False)  # a wrapped source line reads on
     if resp.clarification and resp.clarification != resp.answer:
         out.print(f"\n[yellow]{resp.clarification}[/]", highlight=False)
     out.print(f"\n[dim]route {resp.route} · mode {resp.mode} · grounded {resp.grounded} · "
