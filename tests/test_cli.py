@@ -335,3 +335,21 @@ def test_usage_errors_are_one_line_in_a_subprocess(cograg_cmd, cograg_env, args,
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0]
     assert "Traceback" not in proc.stderr + proc.stdout
+
+
+def test_a_quote_from_a_hard_wrapped_file_prints_as_one_run_of_text(capsys) -> None:
+    from cograg.answer.contract import Citation
+    from cograg.answer.response import AnswerResponse
+    from cograg.cli import print_answer
+
+    quote = ("The first\nelectric tram ran on 14 May 1903, crossing the River Vell on the Linden\n"
+             "Bridge, which had been widened and strengthened for the purpose.")
+    resp = AnswerResponse(answer="The first electric tram ran on 14 May 1903 [1].", fallback=False, confidence=0.4,
+                          grounded=True, route="DOC_GROUNDED", trace_id="tr_1",
+                          citations=[Citation(id="1", doc_id="d", chunk_id="c", quote=quote, source="/docs/tram.md",
+                                              score=1.0, title="Tram", heading_path=["History"])])
+    print_answer(resp)
+    printed = capsys.readouterr().out
+    assert "    “The first electric tram ran on 14 May 1903" in printed  # not "The first" on a line of its own
+    flat = " ".join(printed.split())  # the terminal's own wrapping aside
+    assert "on the Linden Bridge, which had been widened" in flat and "Tram › History — /docs/tram.md" in flat

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from cograg.answer.response import AnswerResponse
 from cograg.cli_common import (DocRef, EmbedderOpt, JsonOpt, SetOpt, StoreOpt, _existing_store, _settings,
                                _split, _split_opt, app, docs_app, err, fail, handle_errors, out)
 from cograg.engine import Engine
@@ -206,6 +207,13 @@ def ask(
     if as_json:
         out.print_json(resp.model_dump_json())
         return
+    print_answer(resp)
+    if explain and trace is not None:
+        _print_trace(trace)
+
+
+def print_answer(resp: AnswerResponse) -> None:
+    """An answer as `cograg ask` prints it: the text, each citation's place and quote, the route."""
     style = "yellow" if resp.fallback else "green"
     out.print(f"[{style}]{resp.answer}[/]", highlight=False)
     if resp.citations:
@@ -221,8 +229,6 @@ def ask(
         out.print(f"\n[yellow]{resp.clarification}[/]", highlight=False)
     out.print(f"\n[dim]route {resp.route} · mode {resp.mode} · grounded {resp.grounded} · "
               f"confidence {resp.confidence:.2f} · trace {resp.trace_id}[/]", highlight=False)
-    if explain and trace is not None:
-        _print_trace(trace)
 
 
 class _nullcontext:
