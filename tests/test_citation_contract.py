@@ -352,3 +352,23 @@ def test_a_chinese_quote_of_a_markdown_list_item_matches_its_words_not_its_layou
                        [block(1, text)])
     (c,) = v.citations
     assert c.quote in text and c.quote.endswith("1978 年育成") and v.issues.dropped_citations == 0
+
+
+def test_a_citation_names_the_section_of_the_chunk_it_quotes_in_a_block_that_spans_two() -> None:
+    from cograg.answer.refusal import closest_evidence
+    from cograg.retrieval.models import SearchHit
+    from cograg.retrieval.packing import pack_context
+
+    horse = "Public transport in Lindenport began in 1887 with a horse-drawn tramway."
+    electric = "The first electric tram ran on 14 May 1903, crossing the River Vell."
+    hits = [SearchHit(chunk_id=f"tram-{n}", doc_id="tram", seq=n, text=text, title="Trams", source="/docs/tram.md",
+                      heading_path=["History", section], start=start, end=start + len(text), token_count=20,
+                      score=1.0)
+            for n, (text, section, start) in enumerate([(horse, "Horse trams", 0),
+                                                        (electric, "The electric era", len(horse) + 2)])]
+    merged = pack_context(hits, budget_tokens=100).blocks
+    assert len(merged) == 1 and merged[0].heading_path == ["History", "Horse trams"]  # labelled by its first
+    v = validate_draft(draft("The first electric tram ran on 14 May 1903 [1].", (1, electric)), merged)
+    assert [c.heading_path for c in v.citations] == [["History", "The electric era"]]
+    shown = closest_evidence(merged, "When did the first electric tram run?", count=1)
+    assert shown[0].quote == electric and shown[0].heading_path == ["History", "The electric era"]

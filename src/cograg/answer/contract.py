@@ -303,7 +303,7 @@ def validate_draft(draft: DraftAnswer, blocks: list[ContextBlock], question: str
         citations.append(Citation(
             id=renumber[old], doc_id=block.doc_id, chunk_id=block.chunk_ids[idx], quote=quote,
             source=block.source, score=1.0 / block.best_rank, title=block.title, page=block.page,
-            heading_path=block.heading_path, annotations=block.annotations))
+            heading_path=block.heading_path_of(idx), annotations=block.annotations))
     return ValidatedAnswer(answer=answer, citations=citations, fallback=draft.fallback, issues=issues,
                            quote_repairs=repairs)
 

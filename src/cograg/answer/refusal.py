@@ -98,5 +98,6 @@ def closest_evidence(blocks: list[ContextBlock], question: str, *, count: int = 
         idx, quote, _, _ = locate_quote("", question, blocks[0])
         chosen = [(blocks[0], idx, quote)]
     return [Citation(id="1", doc_id=b.doc_id, chunk_id=b.chunk_ids[idx], quote=quote, source=b.source,
-                     score=1.0, title=b.title, page=b.page, heading_path=b.heading_path, annotations=b.annotations)
+                     score=1.0, title=b.title, page=b.page, heading_path=b.heading_path_of(idx),
+                     annotations=b.annotations)
             for b, idx, quote in chosen]

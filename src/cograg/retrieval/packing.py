@@ -21,6 +21,8 @@ class ContextBlock(SourceLocation):
     doc_id: str
     chunk_ids: list[str]
     chunk_texts: list[str] = Field(default_factory=list, description="text of each chunk, same order")
+    chunk_headings: list[list[str]] = Field(default_factory=list,
+                                            description="heading path of each chunk, same order")
     text: str
     token_count: int
     best_rank: int = Field(description="1 = most relevant hit in this block")
@@ -32,6 +34,11 @@ class ContextBlock(SourceLocation):
         page = f", p. {self.page}" if self.page else ""
         note = "".join(f" ({a})" for a in self.annotations)
         return f"[{self.citation_id}] {where}{page} — {self.source}{note}"
+
+    def heading_path_of(self, index: int) -> list[str]:
+        """The headings above chunk `index`: a block of neighbouring chunks can run into the next
+        section, and a citation of its chunk there names that section, not the block's first."""
+        return self.chunk_headings[index] if index < len(self.chunk_headings) else self.heading_path
 
 
 class ContextPack(BaseModel):
@@ -104,7 +111,7 @@ def pack_context(hits: list[SearchHit], budget_tokens: int, *, order: PackOrder 
         first = run[0][1]
         blocks.append(ContextBlock(
             citation_id=0, doc_id=first.doc_id, chunk_ids=[h.chunk_id for _, h in run],
-            chunk_texts=[h.text for _, h in run], title=first.title,
+            chunk_texts=[h.text for _, h in run], chunk_headings=[h.heading_path for _, h in run], title=first.title,
             source=first.source, heading_path=first.heading_path, page=first.page, text=text,
             token_count=count_tokens(text), best_rank=min(r for r, _ in run),
             annotations=sorted({a for _, h in run for a in h.annotations})))
