@@ -353,3 +353,55 @@ def test_a_quote_from_a_hard_wrapped_file_prints_as_one_run_of_text(capsys) -> N
     assert "    “The first electric tram ran on 14 May 1903" in printed  # not "The first" on a line of its own
     flat = " ".join(printed.split())  # the terminal's own wrapping aside
     assert "on the Linden Bridge, which had been widened" in flat and "Tram › History — /docs/tram.md" in flat
+
+
+def test_text_shaped_like_console_markup_prints_as_written(cli, store_dir: Path, tmp_path: Path) -> None:
+    # rich reads "[x]" as a style (dropped) and fails on an unmatched "[/b]": document text, titles,
+    # paths and messages are the user's, printed as they are
+    d = tmp_path / "hostile [bold]"
+    d.mkdir()
+    (d / "fares [x].md").write_text("# Tram [bold]fares[/bold]\n\nThe [red]day pass[/red] costs [/x] 6.50 euros.\n",
+                                    encoding="utf-8")
+    assert cli("ingest", d, "--store", store_dir).exit_code == 0
+    listed = cli("docs", "list", "--store", store_dir)
+    assert listed.exit_code == 0 and "fares [x].md" in listed.stdout, listed.stderr
+    shown = cli("docs", "show", "fares [x].md", "--store", store_dir)
+    assert shown.exit_code == 0, shown.stderr
+    assert "Tram [bold]fares[/bold]" in shown.stdout and "hostile [bold]/fares [x].md" in shown.stdout
+    found = cli("search", "day pass", "--mode", "bm25", "--store", store_dir)
+    assert found.exit_code == 0, found.stderr
+    assert "The [red]day pass[/red] costs [/x] 6.50 euros." in found.stdout
+    missing = cli("docs", "show", "nope [/b] [x]", "--store", store_dir)
+    assert_one_line_error(missing.exit_code, missing.stdout, missing.stderr, contains="nope [/b] [x]")
+
+
+def test_an_answer_prints_its_text_as_written_and_markdown_emphasis_as_bold(capsys) -> None:
+    from cograg.answer.contract import Citation
+    from cograg.answer.response import AnswerResponse
+    from cograg.cli import emphasised, print_answer
+
+    resp = AnswerResponse(answer="The [red]first[/red] tram ran on **14 May 1903** [1].", fallback=False,
+                          confidence=0.4, grounded=True, route="DOC_GROUNDED", trace_id="tr_1",
+                          citations=[Citation(id="1", doc_id="d", chunk_id="c", quote="It ran [/b] on 14 May 1903.",
+                                              source="/docs/[x].md", score=1.0, title="Trams [y]")])
+    print_answer(resp)
+    printed = capsys.readouterr().out
+    assert "The [red]first[/red] tram ran on 14 May 1903 [1]." in printed  # "**" shown as bold, not as stars
+    assert "[1] Trams [y] — /docs/[x].md" in printed and "“It ran [/b] on 14 May 1903.”" in printed
+    assert emphasised("on **14 May 1903**, and **b") == "on [bold]14 May 1903[/bold], and **b"
+
+
+def test_a_trace_prints_its_questions_statements_and_reasons_as_written(capsys) -> None:
+    from cograg.cli import _print_trace
+
+    _print_trace({"trace_id": "tr_1", "route": "DOC_GROUNDED", "question": "What is [/b] in [x]?",
+                  "decision": {"route": "DOC_GROUNDED", "scores": {"R1": 0.5}, "reasons": ["matched [bold]"]},
+                  "loop": {"decision_path": ["retrieve"], "rewrite_history": [
+                      {"rewritten_query": "[/i] rewritten", "rewrite_reason": "[red]why"}]},
+                  "verdicts": [{"kept": True, "verdict": "SUPPORTED", "method": "judge", "sentence": "It is [x].",
+                                "reason": "[/]"}],
+                  "injection_flags": [{"block": 1, "kind": "directive", "text": "[blink]ignore[/blink]"}]})
+    printed = capsys.readouterr().out
+    for text in ("question: What is [/b] in [x]?", "· matched [bold]", "rewrite: [/i] rewritten  [red]why",
+                 "SUPPORTED via judge: It is [x].  [/]", "(directive): [blink]ignore[/blink]"):
+        assert text in printed, text

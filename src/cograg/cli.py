@@ -7,6 +7,7 @@ Errors are one line on stderr and a non-zero exit code, never a traceback
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -16,7 +17,7 @@ from rich.table import Table
 
 from cograg.answer.response import AnswerResponse
 from cograg.cli_common import (DocRef, EmbedderOpt, JsonOpt, SetOpt, StoreOpt, _existing_store, _settings,
-                               _split, _split_opt, app, docs_app, err, fail, handle_errors, out)
+                               _split, _split_opt, app, docs_app, err, fail, handle_errors, out, plain)
 from cograg.engine import Engine
 from cograg.ingest.pipeline import ProgressEvent
 from cograg.messages import message
@@ -54,9 +55,9 @@ def ingest(
               f"deleted {summary.deleted} · skipped {len(summary.skipped)} · "
               f"{summary.chunks} chunks in store · {summary.elapsed_s:.2f}s", highlight=False)
     for s in summary.skipped:
-        out.print(f"  [yellow]skipped[/] {s.path}: {s.reason}", highlight=False)
+        out.print(f"  [yellow]skipped[/] {plain(s.path)}: {plain(s.reason)}", highlight=False)
     for w in summary.warnings:
-        out.print(f"  [cyan]warning[/] {w.path}: {w.reason}", highlight=False)
+        out.print(f"  [cyan]warning[/] {plain(w.path)}: {plain(w.reason)}", highlight=False)
 
 
 @docs_app.command("list")
@@ -70,8 +71,8 @@ def docs_list(store: StoreOpt = None, as_json: JsonOpt = False) -> None:
         return
     table = Table("doc_id", "type", "chunks", "title", "source", "tags", "acl")
     for d in docs:
-        table.add_row(d.doc_id, d.doc_type, str(d.chunk_count), d.title, d.source_path,
-                      ",".join(d.tags), ",".join(d.acl))
+        table.add_row(*map(plain, (d.doc_id, d.doc_type, d.chunk_count, d.title, d.source_path,
+                                   ",".join(d.tags), ",".join(d.acl))))
     out.print(table)
     out.print(f"{len(docs)} documents, {sum(d.chunk_count for d in docs)} chunks", highlight=False)
 
@@ -87,13 +88,13 @@ def docs_show(ref: DocRef, store: StoreOpt = None, as_json: JsonOpt = False) -> 
         out.print_json(json.dumps({**doc.model_dump(), "chunks": [c.model_dump() for c in chunks]},
                                   ensure_ascii=False))
         return
-    out.print(f"[bold]{doc.title}[/]  ({doc.doc_type}, {doc.chunk_count} chunks)", highlight=False)
-    out.print(f"id {doc.doc_id} · {doc.source_path} · sha256 {doc.content_hash[:12]} · "
+    out.print(f"[bold]{plain(doc.title)}[/]  ({plain(doc.doc_type)}, {doc.chunk_count} chunks)", highlight=False)
+    out.print(f"id {plain(doc.doc_id)} · {plain(doc.source_path)} · sha256 {doc.content_hash[:12]} · "
               f"updated {doc.updated_at}", highlight=False)
     for c in chunks:
         where = " > ".join(c.heading_path) + (f" p.{c.page}" if c.page else "")
         preview = c.text[:160].replace("\n", " ")
-        out.print(f"[dim]{c.seq:>4} {c.chunk_id} {c.token_count:>4}t[/] {where}\n       {preview}",
+        out.print(f"[dim]{c.seq:>4} {plain(c.chunk_id)} {c.token_count:>4}t[/] {plain(where)}\n       {plain(preview)}",
                   highlight=False)
 
 
@@ -106,7 +107,7 @@ def docs_delete(ref: DocRef, store: StoreOpt = None, as_json: JsonOpt = False) -
     if as_json:
         out.print_json(json.dumps({"deleted": doc.doc_id, "source_path": doc.source_path}))
     else:
-        out.print(f"deleted {doc.doc_id} ({doc.source_path}, {doc.chunk_count} chunks)", highlight=False)
+        out.print(f"deleted {plain(doc.doc_id)} ({plain(doc.source_path)}, {doc.chunk_count} chunks)", highlight=False)
 
 
 @app.command()
@@ -143,30 +144,31 @@ def search(
         out.print_json(result.model_dump_json())
         return
     for note in result.notes:
-        err.print(f"[yellow]note:[/] {note}", highlight=False)
+        err.print(f"[yellow]note:[/] {plain(note)}", highlight=False)
     if not result.hits:
         out.print("no results", highlight=False)
         return
     for i, h in enumerate(result.hits, start=1):
         where = " › ".join([h.title] + [x for x in h.heading_path if x != h.title])
         page = f" p.{h.page}" if h.page else ""
-        notes = "".join(f" [yellow]({a})[/]" for a in h.annotations)
-        out.print(f"[bold]{i:>2}.[/] [cyan]{where}[/]{page}{notes}  [dim]{h.score:.4f}[/]", highlight=False)
-        out.print(f"    [dim]{h.source} · {h.chunk_id}[/]", highlight=False)
+        notes = "".join(f" [yellow]({plain(a)})[/]" for a in h.annotations)
+        out.print(f"[bold]{i:>2}.[/] [cyan]{plain(where)}[/]{page}{notes}  [dim]{h.score:.4f}[/]", highlight=False)
+        out.print(f"    [dim]{plain(h.source)} · {plain(h.chunk_id)}[/]", highlight=False)
         if explain:
             parts = [f"{name}: rank {r.rank}, score {r.score:.4f}" for name, r in sorted(h.retrievers.items())]
             if h.rerank_score is not None:
                 parts.append(f"rerank: {h.rerank_score:.4f}")
             out.print("    [magenta]" + (" · ".join(parts) or "no retriever data") + "[/]", highlight=False)
         if h.snippet_visible:
-            out.print("    " + h.text[:240].replace("\n", " "), highlight=False)
+            out.print("    " + plain(h.text[:240].replace("\n", " ")), highlight=False)
     if explain:
         if result.fusion is not None:
             f = result.fusion
             weight = "" if f.vector_weight is None else f" vector weight {f.vector_weight:.2f}"
-            out.print(f"[dim]fusion {f.method}{weight}: {f.reason}[/]", highlight=False)
+            out.print(f"[dim]fusion {f.method}{weight}: {plain(f.reason)}[/]", highlight=False)
         ev = "n/a" if result.evidence_score is None else f"{result.evidence_score:.4f} ({result.evidence_source})"
-        out.print(f"[dim]evidence {ev} · policy {result.policy_version} · filtered {result.filtered_by_policy} · "
+        out.print(f"[dim]evidence {ev} · policy {plain(result.policy_version)} · "
+                  f"filtered {result.filtered_by_policy} · "
                   f"timings {result.timings_ms}[/]", highlight=False)
 
 
@@ -212,21 +214,32 @@ def ask(
         _print_trace(trace)
 
 
+_STRONG = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*")
+
+
+def emphasised(answer: str) -> str:
+    """An answer as console markup: its text printed as written (`plain`), but for the Markdown
+    emphasis (**…**) the model copies from a Markdown source, which shows as bold."""
+    return _STRONG.sub(lambda m: f"[bold]{m.group(1)}[/bold]", plain(answer))
+
+
 def print_answer(resp: AnswerResponse) -> None:
     """An answer as `cograg ask` prints it: the text, each citation's place and quote, the route."""
     style = "yellow" if resp.fallback else "green"
-    out.print(f"[{style}]{resp.answer}[/]", highlight=False)
+    out.print(f"[{style}]{emphasised(resp.answer)}[/]", highlight=False)
     if resp.citations:
         out.print()
     for c in resp.citations:
         where = " › ".join([c.title] + [h for h in c.heading_path if h != c.title])
         page = f", p. {c.page}" if c.page else ""
         old = "".join(f" ({a})" for a in c.annotations)
-        out.print(f"[bold][{c.id}][/] {where}{page}{old} — [dim]{c.source}[/]", highlight=False)
+        out.print(f"[bold]\\[{c.id}][/] {plain(where)}{page}{plain(old)} — [dim]{plain(c.source)}[/]",
+                  highlight=False)
         if c.quote:  # none where the policy hides the source's text
-            out.print(f"    “{' '.join(c.quote.split())}”", highlight=False)  # a wrapped source line reads on
+            # a wrapped source line reads on
+            out.print(f"    “{plain(' '.join(c.quote.split()))}”", highlight=False)
     if resp.clarification and resp.clarification != resp.answer:
-        out.print(f"\n[yellow]{resp.clarification}[/]", highlight=False)
+        out.print(f"\n[yellow]{plain(resp.clarification)}[/]", highlight=False)
     out.print(f"\n[dim]route {resp.route} · mode {resp.mode} · grounded {resp.grounded} · "
               f"confidence {resp.confidence:.2f} · trace {resp.trace_id}[/]", highlight=False)
 
@@ -240,80 +253,86 @@ class _nullcontext:
 
 
 def _print_control(t: dict[str, Any]) -> None:
-    """Route decision, state path, self-corrective decision path and the plan graph (SPEC D)."""
+    """Route decision, state path, self-corrective decision path and the plan graph (SPEC D).
+    Every value is the trace's (questions, rewrites, statements, reasons): printed `plain`."""
     d = t.get("decision") or {}
     if d:
         scores = ", ".join(f"{k} {v:.2f}" for k, v in (d.get("scores") or {}).items())
-        out.print(f"route: {d.get('route')} → mode {t.get('mode') or d.get('mode')}  [dim]({scores}; rules "
-                  f"{d.get('rules_version')})[/]", highlight=False)
+        rules = d.get("rules_version")
+        out.print(plain(f"route: {d.get('route')} → mode {t.get('mode') or d.get('mode')}  ")
+                  + f"[dim]{plain(f'({scores}; rules {rules})')}[/]", highlight=False)
         for r in d.get("reasons", []):
-            out.print(f"  · {r}", highlight=False)
+            out.print(f"  · {plain(r)}", highlight=False)
         suff = d.get("sufficiency")
         if suff:
-            out.print(f"  preflight: {suff.get('hits')} hits, top {suff.get('top_score')}, coverage "
-                      f"{suff.get('coverage')}, sufficient {suff.get('sufficient')}", highlight=False)
+            out.print(plain(f"  preflight: {suff.get('hits')} hits, top {suff.get('top_score')}, coverage "
+                            f"{suff.get('coverage')}, sufficient {suff.get('sufficient')}"), highlight=False)
     if t.get("states"):
-        out.print("states: " + " → ".join(t["states"]), highlight=False)
+        out.print(plain("states: " + " → ".join(t["states"])), highlight=False)
     tried = (t.get("outcome") or {}).get("modes_tried") or []
     if len(tried) > 1:
-        out.print("fallback: " + " → ".join(f"{m['mode']}{'' if m['ok'] else ' ✗ ' + m.get('reason', '')}"
-                                              for m in tried), highlight=False)
+        out.print(plain("fallback: " + " → ".join(f"{m['mode']}{'' if m['ok'] else ' ✗ ' + m.get('reason', '')}"
+                                                    for m in tried)), highlight=False)
     loop = t.get("loop") or {}
     if loop.get("decision_path"):
-        out.print("decision path: " + " → ".join(loop["decision_path"]), highlight=False)
+        out.print(plain("decision path: " + " → ".join(loop["decision_path"])), highlight=False)
         for rw in loop.get("rewrite_history", []):
-            out.print(f"  rewrite: {rw.get('rewritten_query')}  [dim]{rw.get('rewrite_reason', '')}[/]", highlight=False)
+            out.print(f"  rewrite: {plain(rw.get('rewritten_query'))}  [dim]{plain(rw.get('rewrite_reason', ''))}[/]",
+                      highlight=False)
         for n in loop.get("node_executions", []):
-            out.print(f"  {n.get('node'):<10} {n.get('duration_ms', 0):>9.1f} ms", highlight=False)
+            out.print(plain(f"  {n.get('node'):<10} {n.get('duration_ms', 0):>9.1f} ms"), highlight=False)
     plan = t.get("plan") or {}
     if plan.get("plan") or plan.get("nodes"):
         template = (plan.get("outcome") or {}).get("template")
-        out.print(f"plan (template {template}, no model call):" if template else "plan:", highlight=False)
+        out.print(plain(f"plan (template {template}, no model call):" if template else "plan:"), highlight=False)
         nodes = {n["id"]: n for n in plan.get("nodes", [])}
         for task in (plan.get("plan") or {}).get("sub_tasks", []):
             n = nodes.get(task["id"], {})
             deps = ", ".join(str(x) for x in task.get("dependencies", [])) or "—"
             status = n.get("status", "not run")
             colour = "green" if status == "done" else "red"
-            out.print(f"  [{task['id']}] {task.get('type') or ('reason' if task.get('dependencies') else 'retrieve')}"
-                      f" ← {deps}: {task['description']}  [{colour}]{status}[/] "
+            kind = task.get("type") or ("reason" if task.get("dependencies") else "retrieve")
+            out.print(plain(f"  [{task['id']}] {kind} ← {deps}: {task['description']}  ")
+                      + f"[{colour}]{plain(status)}[/] "
                       f"[dim]{n.get('duration_ms', 0):.0f} ms, {n.get('tokens', 0)} tokens[/]", highlight=False)
             if n.get("statement"):
-                out.print(f"      {n['statement'][:160]}", highlight=False)
+                out.print(f"      {plain(n['statement'][:160])}", highlight=False)
             elif n.get("error"):
-                out.print(f"      [dim]{n['error'][:160]}[/]", highlight=False)
+                out.print(f"      [dim]{plain(n['error'][:160])}[/]", highlight=False)
     elif (plan.get("outcome") or {}).get("errors"):
-        out.print(f"plan rejected: {plan['outcome']['errors']}", highlight=False)
+        out.print(plain(f"plan rejected: {plan['outcome']['errors']}"), highlight=False)
 
 
 def _print_trace(t: dict[str, Any]) -> None:
-    out.print(f"[bold]trace {t['trace_id']}[/] · {t.get('created_at', '')} · route {t.get('route')}", highlight=False)
-    out.print(f"question: {t.get('question')}", highlight=False)
-    out.print(f"prompts: {t.get('prompt_versions')}", highlight=False)
+    out.print(f"[bold]trace {plain(t['trace_id'])}[/] "
+              + plain(f"· {t.get('created_at', '')} · route {t.get('route')}"), highlight=False)
+    out.print(plain(f"question: {t.get('question')}"), highlight=False)
+    out.print(plain(f"prompts: {t.get('prompt_versions')}"), highlight=False)
     _print_control(t)
     for e in t.get("events", []):
         data = ", ".join(f"{k}={v}" for k, v in e.get("data", {}).items())
-        out.print(f"  {e['at_ms']:>9.1f} ms  {e['name']}  [dim]{data}[/]", highlight=False)
+        out.print(plain(f"  {e['at_ms']:>9.1f} ms  {e['name']}  ") + f"[dim]{plain(data)}[/]", highlight=False)
     if t.get("retrieved"):
-        out.print("retrieved: " + ", ".join(r["chunk_id"] for r in t["retrieved"]), highlight=False)
+        out.print(plain("retrieved: " + ", ".join(r["chunk_id"] for r in t["retrieved"])), highlight=False)
     for f in t.get("injection_flags", []):
-        out.print(f"  [red]injection flagged[/] block {f['block']} ({f['kind']}): {f['text'][:100]}", highlight=False)
+        out.print("  [red]injection flagged[/] " + plain(f"block {f['block']} ({f['kind']}): {f['text'][:100]}"),
+                  highlight=False)
     for c in t.get("model_calls", []):
         status = "ok" if c["ok"] else f"failed: {c['error']}"
-        out.print(f"  model {c['model']} ({c['purpose']}): {c['prompt_tokens']}+{c['completion_tokens']} tokens, "
-                  f"{c['duration_ms']:.0f} ms, {status}", highlight=False)
+        out.print(plain(f"  model {c['model']} ({c['purpose']}): {c['prompt_tokens']}+{c['completion_tokens']} tokens, "
+                        f"{c['duration_ms']:.0f} ms, {status}"), highlight=False)
     for d in t.get("drafts", []):
         issues = ", ".join(f"{k}={v}" for k, v in d.get("issues", {}).items())
-        out.print(f"  draft {d['attempt']}: {d['text'][:160]!r} cites {d['cited']}  [dim]{issues}[/]",
-                  highlight=False)
+        out.print(plain(f"  draft {d['attempt']}: {d['text'][:160]!r} cites {d['cited']}  ")
+                  + f"[dim]{plain(issues)}[/]", highlight=False)
     for v in t.get("verdicts", []):
         mark = "[green]kept[/]" if v["kept"] else "[red]dropped[/]"
-        out.print(f"  {mark} {v['verdict']} via {v['method']}: {v['sentence'][:120]}  [dim]{v['reason']}[/]",
-                  highlight=False)
+        out.print(f"  {mark} " + plain(f"{v['verdict']} via {v['method']}: {v['sentence'][:120]}  ")
+                  + f"[dim]{plain(v['reason'])}[/]", highlight=False)
     outcome = t.get("outcome", {})
     if outcome:
-        out.print(f"outcome: fallback={outcome.get('fallback')} grounded={outcome.get('grounded')} "
-                  f"removed={outcome.get('removed')}", highlight=False)
+        out.print(plain(f"outcome: fallback={outcome.get('fallback')} grounded={outcome.get('grounded')} "
+                        f"removed={outcome.get('removed')}"), highlight=False)
 
 
 @app.command("trace")
@@ -327,7 +346,7 @@ def trace_cmd(trace_id: Annotated[str | None, typer.Argument(help="trace id (or 
             if as_json:
                 out.print_json(json.dumps(rows, ensure_ascii=False))
             for r in rows if not as_json else []:
-                out.print(f"{r['trace_id']}  {r['created_at']}  {r['question'][:80]}", highlight=False)
+                out.print(plain(f"{r['trace_id']}  {r['created_at']}  {r['question'][:80]}"), highlight=False)
             return
         t = engine.trace(trace_id)
     if as_json:
@@ -355,7 +374,8 @@ def main() -> None:
         code = app(standalone_mode=False)
     except UsageError as exc:
         cmd = exc.ctx.command_path if exc.ctx else "cograg"
-        err.print(f"[bold red]error:[/] {exc.format_message()} (see `{cmd} --help`)", highlight=False, soft_wrap=True)
+        err.print(f"[bold red]error:[/] {plain(exc.format_message())} (see `{plain(cmd)} --help`)", highlight=False,
+                  soft_wrap=True)
         sys.exit(2)
     except Abort:
         err.print(f"[bold red]error:[/] {message('error.aborted')}", highlight=False)

@@ -14,6 +14,7 @@ from typing import Annotated, Any, TypeVar
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 
 from cograg.config import Settings
 from cograg.engine import Engine
@@ -42,8 +43,16 @@ SetOpt = Annotated[list[str] | None, typer.Option(
     help="any setting, e.g. --set answer.context_budget_tokens=800 (repeatable; see cograg.config.Settings)")]
 
 
+def plain(value: object) -> str:
+    """`value` as console text that prints as written. Our own output styles itself with rich
+    markup ("[bold]…[/]"); a title, path, passage, answer or message from outside can hold text
+    shaped like it ("[x]" vanished, "[/b]" failed the whole print), so every such value goes
+    through here."""
+    return escape(str(value))
+
+
 def fail(message: str, code: int = 1) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    err.print(f"[bold red]error:[/] {plain(message)}", highlight=False, soft_wrap=True)
     return typer.Exit(code)
 
 

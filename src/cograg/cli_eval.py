@@ -10,7 +10,8 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from cograg.cli_common import EmbedderOpt, JsonOpt, SetOpt, _settings, _split, err, eval_app, fail, handle_errors, out
+from cograg.cli_common import (EmbedderOpt, JsonOpt, SetOpt, _settings, _split, err, eval_app, fail, handle_errors, out,
+                               plain)
 from cograg.cli_progress import RunProgress
 from cograg.config import Settings
 from cograg.engine import Engine
@@ -49,15 +50,15 @@ def _show(report: EvalReport, as_json: bool) -> None:
     if as_json:
         out.print_json(report.model_dump_json())
         return
-    table = Table("metric", "value", "target", title=f"{report.kind} {report.name} · split {report.split}",
-                  caption=report.dataset)
+    table = Table("metric", "value", "target", title=plain(f"{report.kind} {report.name} · split {report.split}"),
+                  caption=plain(report.dataset))
     for key, value in report.summary.items():
         target = report.targets.get(key)
-        table.add_row(key, f"{value:.4f}" if isinstance(value, float) else str(value),
+        table.add_row(plain(key), f"{value:.4f}" if isinstance(value, float) else plain(value),
                       "" if target is None else f">= {target}")
     out.print(table)
     for note in report.notes:
-        out.print(f"[yellow]note:[/] {note}", highlight=False)
+        out.print(f"[yellow]note:[/] {plain(note)}", highlight=False)
 
 
 def _gate(report: EvalReport, baseline: Path | None, tolerance: float) -> None:
@@ -65,10 +66,10 @@ def _gate(report: EvalReport, baseline: Path | None, tolerance: float) -> None:
         return
     comparison = compare(report, load_report(baseline), tolerance)
     for line in comparison.lines():
-        err.print(line, highlight=False, soft_wrap=True)
+        err.print(plain(line), highlight=False, soft_wrap=True)
     if not comparison.passed:
         raise typer.Exit(1)
-    err.print(f"gate passed against {baseline} (tolerance {tolerance})", highlight=False)
+    err.print(plain(f"gate passed against {baseline} (tolerance {tolerance})"), highlight=False)
 
 
 def _run(kind: str, params: dict[str, Any], *, store: Path | None, set_: list[str] | None, split: str,
@@ -79,7 +80,7 @@ def _run(kind: str, params: dict[str, Any], *, store: Path | None, set_: list[st
         report = get_kind(kind).run(params, ctx)
     if out_dir is not None:
         paths = report.write(out_dir)
-        err.print(f"wrote {paths[0]} and {paths[1]}", highlight=False)
+        err.print(plain(f"wrote {paths[0]} and {paths[1]}"), highlight=False)
     _show(report, as_json)
     _gate(report, baseline, tolerance)
 
@@ -219,11 +220,12 @@ def eval_all(
         table = Table("eval", "kind", "split", "items", "gate")
         for r in results:
             gate = "no baseline" if r.comparison is None else ("[green]pass[/]" if r.comparison.passed else "[red]FAIL[/]")
-            table.add_row(r.entry.name, r.entry.kind, r.report.split, str(len(r.report.rows)), gate)
+            table.add_row(plain(r.entry.name), plain(r.entry.kind), plain(r.report.split), str(len(r.report.rows)),
+                          gate)
         out.print(table)
     for r in failed:
-        err.print(f"{r.entry.name}:", highlight=False)
+        err.print(plain(f"{r.entry.name}:"), highlight=False)
         for line in r.comparison.lines() if r.comparison else []:
-            err.print(f"  {line}", highlight=False, soft_wrap=True)
+            err.print(plain(f"  {line}"), highlight=False, soft_wrap=True)
     if failed:
         raise typer.Exit(1)

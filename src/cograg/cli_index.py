@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from cograg.cli_common import JsonOpt, StoreOpt, _settings, app, err, handle_errors, out
+from cograg.cli_common import JsonOpt, StoreOpt, _settings, app, err, handle_errors, out, plain
 from cograg.index.migrate import migrate_index
 
 index_app = typer.Typer(help="The chunk search index: move it to Milvus.", no_args_is_help=True)
@@ -36,6 +36,6 @@ def index_migrate(to: Annotated[str, typer.Option("--to", help="milvus:PATH.db (
         out.print_json(json.dumps(report.model_dump()))
         return
     verb = "indexed" if report.rebuilt else "already in step:"
-    out.print(f"{verb} {report.indexed} chunks of {report.documents} documents ({report.vectors} stored vectors, "
-              f"none embedded) in {report.uri} · {report.seconds:.1f}s", highlight=False)
-    out.print(f"use it with COGRAG_INDEX={to}", highlight=False)
+    out.print(plain(f"{verb} {report.indexed} chunks of {report.documents} documents ({report.vectors} stored "
+                    f"vectors, none embedded) in {report.uri} · {report.seconds:.1f}s"), highlight=False)
+    out.print(plain(f"use it with COGRAG_INDEX={to}"), highlight=False)

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from cograg.cli_common import JsonOpt, SetOpt, StoreOpt, _settings, app, err, handle_errors, out
+from cograg.cli_common import JsonOpt, SetOpt, StoreOpt, _settings, app, err, handle_errors, out, plain
 from cograg.engine import Engine
 from cograg.errors import CogragError
 
@@ -47,11 +47,11 @@ def _print_facts(facts: list[Any]) -> None:
     if not facts:
         out.print("[dim]no facts[/]")
     for f in facts:
-        state = "" if f.valid else f" [red](invalid: {f.invalid_reason})[/]"
+        state = "" if f.valid else f" [red](invalid: {plain(f.invalid_reason)})[/]"
         who = " [yellow](your correction)[/]" if f.kind == "user_correction" else ""
-        out.print(f"[bold]{f.fact_id}[/] {f.statement}{who}{state}", highlight=False)
+        out.print(f"[bold]{plain(f.fact_id)}[/] {plain(f.statement)}{who}{state}", highlight=False)
         if f.kind == "document":
-            out.print(f"    [dim]{f.source}[/] “{f.quote}”", highlight=False)
+            out.print(f"    [dim]{plain(f.source)}[/] “{plain(f.quote)}”", highlight=False)
 
 
 # ------------------------------------------------------------------------------ session
@@ -67,7 +67,7 @@ def session_list(user: Annotated[str | None, typer.Option(help="only this user's
                                    "created_at": s.created_at, "updated_at": s.updated_at} for s in sessions]})
         return
     for s in sessions:
-        out.print(f"[bold]{s.session_id}[/] {s.turn_count} turns{f' · user {s.user}' if s.user else ''}",
+        out.print(f"[bold]{plain(s.session_id)}[/] {s.turn_count} turns{plain(f' · user {s.user}') if s.user else ''}",
                   highlight=False)
     if not sessions:
         out.print("[dim]no sessions[/]")
@@ -85,16 +85,17 @@ def session_show(session_id: SessionArg, store: StoreOpt = None, as_json: JsonOp
                      "facts": [fact_view(f) for f in facts]})
         return
     s = session.summary
-    out.print(f"[bold]{session.session_id}[/] · {session.turn_count} turns · {len(facts)} facts", highlight=False)
+    out.print(f"[bold]{plain(session.session_id)}[/] · {session.turn_count} turns · {len(facts)} facts",
+              highlight=False)
     for label, items in (("topics", s.main_topics), ("conclusions", s.key_conclusions),
                          ("open questions", s.unresolved_questions)):
         if items:
-            out.print(f"{label}: " + "; ".join(items), highlight=False)
+            out.print(f"{label}: " + plain("; ".join(items)), highlight=False)
     if s.rolling:
-        out.print(f"[dim]earlier ({s.folded_turns} turns folded):[/]\n{s.rolling}", highlight=False)
+        out.print(f"[dim]earlier ({s.folded_turns} turns folded):[/]\n{plain(s.rolling)}", highlight=False)
     for t in turns:
         folded = " [dim](folded)[/]" if t.folded else ""
-        out.print(f"[bold]#{t.seq}[/]{folded} {t.summary_short}", highlight=False)
+        out.print(f"[bold]#{t.seq}[/]{folded} {plain(t.summary_short)}", highlight=False)
 
 
 @session_app.command("facts")
@@ -128,7 +129,7 @@ def _forget(session_id: str, fact_id: str, store: Path | None, as_json: bool) ->
     if as_json:
         _print_json({"session_id": session_id, "forgotten": fact_id})
     else:
-        out.print(f"forgot {fact_id}", highlight=False)
+        out.print(plain(f"forgot {fact_id}"), highlight=False)
 
 
 @session_app.command("compact")
@@ -160,7 +161,7 @@ def session_delete(session_id: SessionArg, store: StoreOpt = None, as_json: Json
     if as_json:
         _print_json({"deleted": session_id})
     else:
-        out.print(f"deleted session {session_id}", highlight=False)
+        out.print(plain(f"deleted session {session_id}"), highlight=False)
 
 
 @session_app.command("export")
@@ -212,7 +213,7 @@ def chat(session: Annotated[str, typer.Option("--session", help="session id (cre
             try:
                 _chat_line(engine, session, line)
             except CogragError as exc:  # one bad line does not end the conversation
-                err.print(f"[bold red]error:[/] {exc}", highlight=False)
+                err.print(f"[bold red]error:[/] {plain(exc)}", highlight=False)
 
 
 def _chat_line(engine: Engine, session: str, line: str) -> None:
@@ -236,7 +237,8 @@ def _chat_turn(engine: Engine, session: str, question: str) -> None:
                   if ev.name in ("ROUTE_DECIDED", "RETRIEVED", "FOLLOW_UP_RESOLVED", "CACHE_HIT", "PLAN_READY",
                                  "VERIFIED", "MEMORY_COMMITTED") else None)
     resp = engine.ask(question, session=session, bus=bus)
-    out.print(f"[{'yellow' if resp.fallback else 'green'}]{resp.answer}[/]", highlight=False)
+    out.print(f"[{'yellow' if resp.fallback else 'green'}]{plain(resp.answer)}[/]", highlight=False)
     for c in resp.citations:
         fact = "".join(f" ({a})" for a in c.annotations)
-        out.print(f"  [bold][{c.id}][/]{fact} [dim]{c.source}[/] “{c.quote}”", highlight=False)
+        out.print(f"  [bold]\\[{c.id}][/]{plain(fact)} [dim]{plain(c.source)}[/] “{plain(c.quote)}”",
+                  highlight=False)

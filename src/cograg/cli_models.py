@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from cograg.cli_common import EmbedderOpt, JsonOpt, SetOpt, _settings, app, err, handle_errors, out
+from cograg.cli_common import EmbedderOpt, JsonOpt, SetOpt, _settings, app, err, handle_errors, out, plain
 from cograg.engine import prepare_models
 
 models_app = typer.Typer(help="The embedded models: make them ready before the first question.", no_args_is_help=True)
@@ -28,5 +28,5 @@ def models_prepare(llm: Annotated[str | None, typer.Option(help="default | fast 
         out.print_json(json.dumps(report.model_dump()))
         return
     states = ", ".join(f"{name} {state}" for name, state in report.prefix_states.items())
-    out.print(f"ready: {report.llm} ({report.llm_file or 'remote'}) · embedder {report.embedder or 'none'} · "
-              f"prompt-prefix states: {states} · {report.seconds:.1f}s", highlight=False)
+    out.print(plain(f"ready: {report.llm} ({report.llm_file or 'remote'}) · embedder {report.embedder or 'none'} · "
+                    f"prompt-prefix states: {states} · {report.seconds:.1f}s"), highlight=False)

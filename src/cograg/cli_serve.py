@@ -9,7 +9,8 @@ from typing import Annotated
 
 import typer
 
-from cograg.cli_common import EmbedderOpt, JsonOpt, SetOpt, StoreOpt, _settings, app, err, fail, handle_errors, out
+from cograg.cli_common import (EmbedderOpt, JsonOpt, SetOpt, StoreOpt, _settings, app, err, fail, handle_errors, out,
+                               plain)
 
 
 @app.command()
@@ -56,7 +57,7 @@ def serve(
     if as_json:
         out.print_json(json.dumps({"url": url, "workers": workers, "store": str(settings.store), "docs": url + "/docs"}))
     else:
-        err.print(f"cograg serving {settings.store} at {url} (API docs: {url}/docs)", highlight=False)
+        err.print(plain(f"cograg serving {settings.store} at {url} (API docs: {url}/docs)"), highlight=False)
     if workers == 1:
         uvicorn.run(create_app(settings, max_upload_mb=max_upload_mb), host=host, port=port, log_level="warning")
         return
