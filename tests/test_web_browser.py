@@ -106,6 +106,13 @@ def test_ask_see_progress_and_verified_answer_then_open_a_citation(page) -> None
     page.screenshot(path=str(ARTIFACTS / "answer_with_citation.png"), full_page=True)
 
 
+def test_an_answer_shows_its_text_as_written_and_markdown_emphasis_as_bold(page) -> None:
+    html = page.evaluate("answerHtml('The <b>first</b> tram ran on **14 May 1903** [1], **not [2]', "
+                         "[{citation_id: '1'}])")
+    assert html == ('The &lt;b&gt;first&lt;/b&gt; tram ran on <strong>14 May 1903</strong> '
+                    '<a class="cite" data-cite="1" href="#">[1]</a>, **not [2]')
+
+
 def test_upload_a_document_from_the_page(page, tmp_path: Path) -> None:
     note = tmp_path / "ferry.md"
     note.write_text("# Ferry\n\nThe ferry leaves at 9 am from pier four.\n", encoding="utf-8")

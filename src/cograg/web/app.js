@@ -242,12 +242,20 @@ async function ask(event) {
 }
 
 // ------------------------------------------------------------------ the answer and its sources
+// the answer's text as written (escaped), its markers as links to their citations, and the
+// Markdown emphasis (**…**) the model copies from a Markdown source as bold
+function answerHtml(text, citations) {
+  return esc(text)
+    .replace(/\*\*(?=\S)(.+?)(?<=\S)\*\*/g, "<strong>$1</strong>")
+    .replace(/\[(\d+)\]/g, (m, n) =>
+      citations.some((c) => c.citation_id === n) ? `<a class="cite" data-cite="${n}" href="#">[${n}]</a>` : m);
+}
+
 function showAnswer(res) {
   state.citations = res.citations;
   const answer = $("#answer");
   answer.className = res.fallback ? "fallback" : "";
-  answer.innerHTML = esc(res.answer).replace(/\[(\d+)\]/g, (m, n) =>
-    res.citations.some((c) => c.citation_id === n) ? `<a class="cite" data-cite="${n}" href="#">[${n}]</a>` : m);
+  answer.innerHTML = answerHtml(res.answer, res.citations);
   answer.dataset.state = "done";
   answer.dataset.traceId = res.trace_id;
   const grounded = res.grounded ? `<span class="ok">${esc(t("web.grounded"))}</span>` : `<span class="no">${esc(t("web.not_grounded"))}</span>`;
