@@ -405,3 +405,16 @@ def test_a_trace_prints_its_questions_statements_and_reasons_as_written(capsys) 
     for text in ("question: What is [/b] in [x]?", "· matched [bold]", "rewrite: [/i] rewritten  [red]why",
                  "SUPPORTED via judge: It is [x].  [/]", "(directive): [blink]ignore[/blink]"):
         assert text in printed, text
+
+
+@pytest.mark.parametrize(("quote", "shown"), [
+    ("The first\nelectric tram ran on 14 May 1903.", "The first electric tram ran on 14 May 1903."),
+    ("- Single fares paid with a LinCard\n  receive a 10% discount.",
+     "- Single fares paid with a LinCard receive a 10% discount."),
+    ("湖水由德国政\n府资助，以净化污染。", "湖水由德国政府资助，以净化污染。"),  # no space inside Chinese text
+    ("银雾 \nSilver Mist", "银雾 Silver Mist"),
+])
+def test_a_quote_prints_on_one_line(quote: str, shown: str) -> None:
+    from cograg.cli_common import one_line
+
+    assert one_line(quote) == shown

@@ -17,7 +17,7 @@ from rich.table import Table
 
 from cograg.answer.response import AnswerResponse
 from cograg.cli_common import (DocRef, EmbedderOpt, JsonOpt, SetOpt, StoreOpt, _existing_store, _settings,
-                               _split, _split_opt, app, docs_app, err, fail, handle_errors, out, plain)
+                               _split, _split_opt, app, docs_app, err, fail, handle_errors, one_line, out, plain)
 from cograg.engine import Engine
 from cograg.ingest.pipeline import ProgressEvent
 from cograg.messages import message
@@ -236,8 +236,7 @@ def print_answer(resp: AnswerResponse) -> None:
         out.print(f"[bold]\\[{c.id}][/] {plain(where)}{page}{plain(old)} — [dim]{plain(c.source)}[/]",
                   highlight=False)
         if c.quote:  # none where the policy hides the source's text
-            # a wrapped source line reads on
-            out.print(f"    “{plain(' '.join(c.quote.split()))}”", highlight=False)
+            out.print(f"    “{plain(one_line(c.quote))}”", highlight=False)
     if resp.clarification and resp.clarification != resp.answer:
         out.print(f"\n[yellow]{plain(resp.clarification)}[/]", highlight=False)
     out.print(f"\n[dim]route {resp.route} · mode {resp.mode} · grounded {resp.grounded} · "

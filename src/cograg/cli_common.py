@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -20,6 +21,7 @@ from cograg.config import Settings
 from cograg.engine import Engine
 from cograg.errors import CogragError
 from cograg.messages import message
+from cograg.text import CJK_RANGE
 
 app = typer.Typer(help="cograg — verified, cited answers over your documents.",
                   pretty_exceptions_enable=False, no_args_is_help=True, add_completion=False)
@@ -49,6 +51,21 @@ def plain(value: object) -> str:
     shaped like it ("[x]" vanished, "[/b]" failed the whole print), so every such value goes
     through here."""
     return escape(str(value))
+
+
+# a line break with the spaces around it
+_LINE_BREAK = re.compile(r"[ \t]*\n\s*")
+_CJK_CHAR = re.compile(f"[{CJK_RANGE}]")
+
+
+def one_line(quote: str) -> str:
+    """A quote as one run of text: a wrapped source's line breaks read on, as a space between
+    words and as nothing inside Chinese text ("德国政\\n府资助" → "德国政府资助")."""
+    def joined(m: re.Match[str]) -> str:
+        before, after = quote[m.start() - 1:m.start()], quote[m.end():m.end() + 1]
+        return "" if _CJK_CHAR.match(before) and _CJK_CHAR.match(after) else " "
+
+    return _LINE_BREAK.sub(joined, quote).strip()
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:

@@ -11,7 +11,8 @@ from typing import Annotated, Any
 
 import typer
 
-from cograg.cli_common import JsonOpt, SetOpt, StoreOpt, _settings, app, err, handle_errors, out, plain
+from cograg.cli_common import (JsonOpt, SetOpt, StoreOpt, _settings, app, err, handle_errors, one_line, out,
+                               plain)
 from cograg.engine import Engine
 from cograg.errors import CogragError
 
@@ -51,7 +52,7 @@ def _print_facts(facts: list[Any]) -> None:
         who = " [yellow](your correction)[/]" if f.kind == "user_correction" else ""
         out.print(f"[bold]{plain(f.fact_id)}[/] {plain(f.statement)}{who}{state}", highlight=False)
         if f.kind == "document":
-            out.print(f"    [dim]{plain(f.source)}[/] “{plain(f.quote)}”", highlight=False)
+            out.print(f"    [dim]{plain(f.source)}[/] “{plain(one_line(f.quote))}”", highlight=False)
 
 
 # ------------------------------------------------------------------------------ session
@@ -240,5 +241,5 @@ def _chat_turn(engine: Engine, session: str, question: str) -> None:
     out.print(f"[{'yellow' if resp.fallback else 'green'}]{plain(resp.answer)}[/]", highlight=False)
     for c in resp.citations:
         fact = "".join(f" ({a})" for a in c.annotations)
-        out.print(f"  [bold]\\[{c.id}][/]{plain(fact)} [dim]{plain(c.source)}[/] “{plain(c.quote)}”",
-                  highlight=False)
+        out.print(f"  [bold]\\[{c.id}][/]{plain(fact)} [dim]{plain(c.source)}[/] "
+                  f"“{plain(one_line(c.quote))}”", highlight=False)
