@@ -61,6 +61,27 @@ def test_qa_v2_has_the_seed_004_shape_with_verified_citations(client: TestClient
     assert c["snippet"] in passage["text"] and passage["source"] == "linden.md"
 
 
+def test_a_wrapped_passage_comes_reflowed_too_at_the_same_offsets(tmp_path: Path):
+    from tests.api_support import DOCS
+
+    wrapped = ("# Trams\n\nThe city bought the company in 1901 and electrified the whole network. The first\n"
+               "electric tram ran on 14 May 1903, crossing the River Vell on the Linden Bridge, which\n"
+               "had been widened and strengthened for the purpose.\n")
+    from cograg.index.sqlite_store import SQLiteStore
+
+    app, _ = scripted_app(tmp_path, docs={**DOCS, "trams.md": wrapped})
+    with SQLiteStore(tmp_path / "store", create=False) as store:
+        (doc,) = store.find_documents_named("trams.md")
+        chunk_id = next(c.chunk_id for c in store.iter_chunks(doc.doc_id) if "The first" in c.text)
+    with TestClient(app) as c:
+        chunk = c.get(f"/api/chunks/{chunk_id}").json()
+    assert "The first\nelectric tram" in chunk["text"]
+    assert len(chunk["reflowed"]) == len(chunk["text"])
+    assert "The first electric tram ran on 14 May 1903, crossing the River Vell on the Linden Bridge, which had " \
+           "been" in chunk["reflowed"]
+    assert chunk["reflowed"].startswith("# Trams\n\n")  # a heading keeps its line
+
+
 def test_qa_v2_doc_ids_scope_retrieval_to_those_documents(client: TestClient):
     rhine = doc_id_of(client, "rhine.md")
     body = client.post("/api/agent/qa/v2", json={"question": QUESTION, "doc_ids": [rhine[:8]]}).json()

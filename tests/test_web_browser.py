@@ -111,6 +111,21 @@ def test_an_answer_shows_its_text_as_written_and_markdown_emphasis_as_bold(page)
                          "[{citation_id: '1'}])")
     assert html == ('The &lt;b&gt;first&lt;/b&gt; tram ran on <strong>14 May 1903</strong> '
                     '<a class="cite" data-cite="1" href="#">[1]</a>, **not [2]')
+    # the verifier's table and the fact ledger show the answer's sentences the same way
+    assert page.evaluate("emphasisHtml('On **14 May 1903** & <i>then</i>')") == \
+        "On <strong>14 May 1903</strong> &amp; &lt;i&gt;then&lt;/i&gt;"
+
+
+def test_a_wrapped_passage_shows_reflowed_with_its_quote_marked(page) -> None:
+    # the API's `reflowed` text runs a hard-wrapped file's lines on; the quote, found in the
+    # verbatim text, is marked at the same place
+    args = {"text": "Intro.\nThe first\nelectric tram ran.\n\nNext.", "quote": "The first\nelectric tram ran.",
+            "shown": "Intro.\nThe first electric tram ran.\n\nNext."}
+    html = page.evaluate("a => highlighted(a.text, a.quote, a.shown)", args)
+    assert html == "Intro.\n<mark>The first electric tram ran.</mark>\n\nNext."
+    # no reflowed text (an older server), or one of another length: the verbatim text, as before
+    assert page.evaluate("a => highlighted(a.text, a.quote, 'short')", args) == \
+        "Intro.\n<mark>The first\nelectric tram ran.</mark>\n\nNext."
 
 
 def test_upload_a_document_from_the_page(page, tmp_path: Path) -> None:

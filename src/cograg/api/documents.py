@@ -22,6 +22,7 @@ from cograg.api.schemas import DocumentInfo, UploadResult
 from cograg.api.state import ApiState, api_state
 from cograg.documents import Document
 from cograg.errors import CogragError, StoreError
+from cograg.text import soft_line_breaks
 
 router = APIRouter(prefix="/api", tags=["documents"])
 
@@ -156,9 +157,13 @@ def get_chunk(chunk_id: str, request: Request) -> dict[str, Any]:
     if chunk is None or doc is None or not readable:
         raise NotFound(f"no chunk {chunk_id!r}")
     visible = state.engines.snippets_visible()
+    text = chunk.text if visible else ""
+    # `reflowed`: the text as a reader takes it, the line breaks that wrap a paragraph's lines read
+    # as spaces (cograg.text.soft_line_breaks); the same length, so a quote found in `text` is
+    # shown at the same offsets in it
     return {"chunk_id": chunk.chunk_id, "doc_id": chunk.doc_id, "source": Path(doc.source_path).name,
             "title": doc.title, "heading_path": chunk.heading_path, "page": chunk.page,
-            "text": chunk.text if visible else "", "snippet_visible": visible}
+            "text": text, "reflowed": soft_line_breaks(text), "snippet_visible": visible}
 
 
 __all__ = ["UploadRejected", "document_info", "router", "safe_upload_name"]

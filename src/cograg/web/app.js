@@ -242,11 +242,15 @@ async function ask(event) {
 }
 
 // ------------------------------------------------------------------ the answer and its sources
-// the answer's text as written (escaped), its markers as links to their citations, and the
-// Markdown emphasis (**…**) the model copies from a Markdown source as bold
+// a sentence of the answer as written (escaped), but for the Markdown emphasis (**…**) the model
+// copies from a Markdown source, which shows as bold
+function emphasisHtml(text) {
+  return esc(text).replace(/\*\*(?=\S)(.+?)(?<=\S)\*\*/g, "<strong>$1</strong>");
+}
+
+// the answer (emphasisHtml) with its markers as links to their citations
 function answerHtml(text, citations) {
-  return esc(text)
-    .replace(/\*\*(?=\S)(.+?)(?<=\S)\*\*/g, "<strong>$1</strong>")
+  return emphasisHtml(text)
     .replace(/\[(\d+)\]/g, (m, n) =>
       citations.some((c) => c.citation_id === n) ? `<a class="cite" data-cite="${n}" href="#">[${n}]</a>` : m);
 }
@@ -285,7 +289,7 @@ function showVerification(claims) {
     const tr = document.createElement("tr");
     tr.dataset.verdict = c.verdict;
     const sim = c.similarity === null || c.similarity === undefined ? "" : ` · ${Number(c.similarity).toFixed(2)}`;
-    tr.innerHTML = `<td>${esc(c.sentence)}</td>` +
+    tr.innerHTML = `<td>${emphasisHtml(c.sentence)}</td>` +
       `<td><span class="verdict v-${esc(String(c.verdict).toLowerCase())}">${esc(c.verdict)}</span>` +
       (c.kept === false ? ` <small class="no">${esc(t("web.dropped"))}</small>` : "") + `</td>` +
       `<td class="hint">${esc(c.method || "")}${esc(sim)}${c.reason ? ` · ${esc(c.reason)}` : ""}</td>`;
@@ -344,7 +348,7 @@ async function loadFacts() {
     const li = document.createElement("li");
     li.dataset.factId = f.fact_id;
     li.className = f.valid ? "" : "invalid";
-    li.innerHTML = `<span class="statement">${esc(f.statement)}</span>` +
+    li.innerHTML = `<span class="statement">${emphasisHtml(f.statement)}</span>` +
       `<small>${esc(baseName(f.source) || f.kind)}${f.valid ? "" : ` · ${esc(t("web.fact_invalid"))}${f.invalid_reason ? ": " + esc(f.invalid_reason) : ""}`}</small>`;
     const forget = document.createElement("button");  // forgetting deletes the fact from the ledger
     forget.type = "button";
@@ -359,10 +363,15 @@ async function loadFacts() {
   }
 }
 
-function highlighted(text, quote) {
+// the passage with its quote marked; `shown` is the text as a reader takes it (the API's
+// `reflowed`: a hard-wrapped file's lines run on), as long as `text`, so the quote found in `text`
+// is marked at the same place in it
+function highlighted(text, quote, shown) {
+  const view = shown && shown.length === text.length ? shown : text;
   const at = quote ? text.indexOf(quote) : -1;
-  if (at < 0) return esc(text);
-  return esc(text.slice(0, at)) + `<mark>${esc(quote)}</mark>` + esc(text.slice(at + quote.length));
+  if (at < 0) return esc(view);
+  return esc(view.slice(0, at)) + `<mark>${esc(view.slice(at, at + quote.length))}</mark>` +
+    esc(view.slice(at + quote.length));
 }
 
 async function openCitation(id) {
@@ -376,7 +385,7 @@ async function openCitation(id) {
     const where = [chunk.title, ...(chunk.heading_path || [])].filter((x, i, a) => x && a.indexOf(x) === i).join(" › ");
     box.innerHTML = `<div class="source">[${esc(id)}] ${esc(chunk.source)}${chunk.page ? " p." + chunk.page : ""}</div>` +
       `<div class="where">${esc(where)}</div>` +
-      (chunk.snippet_visible ? `<div class="text">${highlighted(chunk.text, c.snippet)}</div>`
+      (chunk.snippet_visible ? `<div class="text">${highlighted(chunk.text, c.snippet, chunk.reflowed)}</div>`
                              : `<p class="hint">${esc(t("web.snippet_hidden"))}</p>`);
   } catch (err) {
     box.innerHTML = `<div class="source">[${esc(id)}] ${esc(c.source)}</div>` +
