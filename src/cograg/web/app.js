@@ -409,7 +409,12 @@ async function start() {
   $("#ask-form").addEventListener("submit", ask);
   $("#upload-form").addEventListener("submit", upload);
   $("#session").value = localStorage.getItem("cograg.session") || newSessionId();
-  $("#session").addEventListener("change", loadFacts);
+  // an input fires "change" again when it loses focus (a click on a fact's Forget button, say):
+  // the ledger of the session already shown is not loaded again, so the button clicked is not
+  // swapped for a new one between the press and the release, and the click not lost
+  $("#session").addEventListener("change", () => {
+    if ($("#session").value.trim() !== $("#facts-session").textContent) loadFacts();
+  });
   $("#new-session").onclick = () => { $("#session").value = newSessionId(); loadFacts(); };
   $("#api-key").value = sessionStorage.getItem("cograg.key") || "";
   $("#api-key").addEventListener("change", () => {
