@@ -21,7 +21,7 @@ from cograg.config import Settings
 from cograg.engine import Engine
 from cograg.errors import CogragError
 from cograg.messages import message
-from cograg.text import CJK_RANGE
+from cograg.text import is_chinese
 
 app = typer.Typer(help="cograg — verified, cited answers over your documents.",
                   pretty_exceptions_enable=False, no_args_is_help=True, add_completion=False)
@@ -55,7 +55,6 @@ def plain(value: object) -> str:
 
 # a line break with the spaces around it
 _LINE_BREAK = re.compile(r"[ \t]*\n\s*")
-_CJK_CHAR = re.compile(f"[{CJK_RANGE}]")
 
 
 def one_line(quote: str) -> str:
@@ -63,7 +62,7 @@ def one_line(quote: str) -> str:
     words and as nothing inside Chinese text ("德国政\\n府资助" → "德国政府资助")."""
     def joined(m: re.Match[str]) -> str:
         before, after = quote[m.start() - 1:m.start()], quote[m.end():m.end() + 1]
-        return "" if _CJK_CHAR.match(before) and _CJK_CHAR.match(after) else " "
+        return "" if is_chinese(before) and is_chinese(after) else " "
 
     return _LINE_BREAK.sub(joined, quote).strip()
 
