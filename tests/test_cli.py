@@ -378,7 +378,8 @@ def test_text_shaped_like_console_markup_prints_as_written(cli, store_dir: Path,
 def test_an_answer_prints_its_text_as_written_and_markdown_emphasis_as_bold(capsys) -> None:
     from cograg.answer.contract import Citation
     from cograg.answer.response import AnswerResponse
-    from cograg.cli import emphasised, print_answer
+    from cograg.cli import print_answer
+    from cograg.cli_common import emphasised
 
     resp = AnswerResponse(answer="The [red]first[/red] tram ran on **14 May 1903** [1].", fallback=False,
                           confidence=0.4, grounded=True, route="DOC_GROUNDED", trace_id="tr_1",
@@ -389,6 +390,24 @@ def test_an_answer_prints_its_text_as_written_and_markdown_emphasis_as_bold(caps
     assert "The [red]first[/red] tram ran on 14 May 1903 [1]." in printed  # "**" shown as bold, not as stars
     assert "[1] Trams [y] — /docs/[x].md" in printed and "“It ran [/b] on 14 May 1903.”" in printed
     assert emphasised("on **14 May 1903**, and **b") == "on [bold]14 May 1903[/bold], and **b"
+
+
+def test_a_chat_turn_prints_its_answer_as_ask_does(capsys) -> None:
+    from cograg.answer.contract import Citation
+    from cograg.answer.response import AnswerResponse
+    from cograg.cli_memory import _chat_turn
+
+    class OneAnswer:
+        def ask(self, question, session=None, bus=None):
+            return AnswerResponse(answer="It opened on **14 May 1903** [1] in [x].", fallback=False,
+                                  confidence=0.4, grounded=True, route="DOC_GROUNDED", trace_id="tr_1",
+                                  citations=[Citation(id="1", doc_id="d", chunk_id="c", quote="ran on\n14 May 1903.",
+                                                      source="/docs/t.md", score=1.0, title="Trams")])
+
+    _chat_turn(OneAnswer(), "s1", "When?")
+    printed = capsys.readouterr().out
+    assert "It opened on 14 May 1903 [1] in [x]." in printed  # bold, not stars; "[x]" as written
+    assert "“ran on 14 May 1903.”" in printed
 
 
 def test_a_trace_prints_its_questions_statements_and_reasons_as_written(capsys) -> None:

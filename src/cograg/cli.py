@@ -7,7 +7,6 @@ Errors are one line on stderr and a non-zero exit code, never a traceback
 from __future__ import annotations
 
 import json
-import re
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -17,7 +16,8 @@ from rich.table import Table
 
 from cograg.answer.response import AnswerResponse
 from cograg.cli_common import (DocRef, EmbedderOpt, JsonOpt, SetOpt, StoreOpt, _existing_store, _settings,
-                               _split, _split_opt, app, docs_app, err, fail, handle_errors, one_line, out, plain)
+                               _split, _split_opt, app, docs_app, emphasised, err, fail, handle_errors, one_line, out,
+                               plain)
 from cograg.engine import Engine
 from cograg.ingest.pipeline import ProgressEvent
 from cograg.messages import message
@@ -212,15 +212,6 @@ def ask(
     print_answer(resp)
     if explain and trace is not None:
         _print_trace(trace)
-
-
-_STRONG = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*")
-
-
-def emphasised(answer: str) -> str:
-    """An answer as console markup: its text printed as written (`plain`), but for the Markdown
-    emphasis (**…**) the model copies from a Markdown source, which shows as bold."""
-    return _STRONG.sub(lambda m: f"[bold]{m.group(1)}[/bold]", plain(answer))
 
 
 def print_answer(resp: AnswerResponse) -> None:

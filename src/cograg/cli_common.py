@@ -53,6 +53,15 @@ def plain(value: object) -> str:
     return escape(str(value))
 
 
+_STRONG = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*")
+
+
+def emphasised(answer: str) -> str:
+    """An answer as console markup: its text printed as written (`plain`), but for the Markdown
+    emphasis (**…**) the model copies from a Markdown source, which shows as bold."""
+    return _STRONG.sub(lambda m: f"[bold]{m.group(1)}[/bold]", plain(answer))
+
+
 # a line break with the spaces around it
 _LINE_BREAK = re.compile(r"[ \t]*\n\s*")
 

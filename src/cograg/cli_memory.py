@@ -11,8 +11,8 @@ from typing import Annotated, Any
 
 import typer
 
-from cograg.cli_common import (JsonOpt, SetOpt, StoreOpt, _settings, app, err, handle_errors, one_line, out,
-                               plain)
+from cograg.cli_common import (JsonOpt, SetOpt, StoreOpt, _settings, app, emphasised, err, handle_errors,
+                               one_line, out, plain)
 from cograg.engine import Engine
 from cograg.errors import CogragError
 
@@ -238,7 +238,7 @@ def _chat_turn(engine: Engine, session: str, question: str) -> None:
                   if ev.name in ("ROUTE_DECIDED", "RETRIEVED", "FOLLOW_UP_RESOLVED", "CACHE_HIT", "PLAN_READY",
                                  "VERIFIED", "MEMORY_COMMITTED") else None)
     resp = engine.ask(question, session=session, bus=bus)
-    out.print(f"[{'yellow' if resp.fallback else 'green'}]{plain(resp.answer)}[/]", highlight=False)
+    out.print(f"[{'yellow' if resp.fallback else 'green'}]{emphasised(resp.answer)}[/]", highlight=False)
     for c in resp.citations:
         fact = "".join(f" ({a})" for a in c.annotations)
         out.print(f"  [bold]\\[{c.id}][/]{plain(fact)} [dim]{plain(c.source)}[/] "
