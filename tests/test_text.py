@@ -163,6 +163,20 @@ def test_a_list_item_goes_on_under_its_text_and_the_next_item_starts_anew() -> N
         "- Seniors aged 65 and over receive 40% off their fares on every line."]
 
 
+def test_a_bullet_list_from_a_pdf_goes_on_under_its_text_and_never_joins_the_line_before() -> None:
+    # "•" is how PDF and Word text marks a list: an item goes on under its text; the paragraph
+    # line before the list and the next item each stay where they are
+    text = ("The network sells three kinds of tickets to its passengers on every line and at\n"
+            "• Single fares paid with a LinCard on weekdays between 09:30 and 15:30 receive\n"
+            "  a 10% off-peak discount on every line of the network.\n"
+            "• Seniors aged 65 and over receive 40% off their fares on every line they ride.")
+    assert split_sentences(text, wrapped=True) == [
+        "The network sells three kinds of tickets to its passengers on every line and at",
+        "• Single fares paid with a LinCard on weekdays between 09:30 and 15:30 receive\n"
+        "  a 10% off-peak discount on every line of the network.",
+        "• Seniors aged 65 and over receive 40% off their fares on every line they ride."]
+
+
 def test_a_wrapped_chinese_line_joins_and_a_blank_line_still_ends_a_paragraph() -> None:
     text = ("湖水已自1927年以来的新排水系统和废水到拉斯梅塞德斯一个新的污水处理厂是由德国政\n"
             "府资助，以净化的污染。\n\n第二段。")

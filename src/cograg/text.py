@@ -115,7 +115,9 @@ _CODE_LINE = re.compile(r"[{}\[(;=\\]\s*$|\s=\s|[=!<>]=|\(\)|->|=>|\bimport\b|\b
                         r"|^\s*(?:return|class|elif|else|try|except|#include|//|/\*)\b")
 # a line that names a field ("Q: …", "route: 4", "Opened: 1852"): a line of its own, not a wrap
 _FIELD_LINE = re.compile(r"^\s*[^\W\d][\w .'-]{0,30}:\s")
-_LIST_ITEM = re.compile(r"^[ \t]*(?:[-*+]|\d+[.)])[ \t]+")
+# a list item's marker up to its text, at a line's start: Markdown's "-", "*", "+", "1." or "1)", and
+# the "•" of text extracted from PDF and Word files
+LIST_ITEM = re.compile(r"(?m)^[ \t]*(?:[-*+•]|\d+[.)])[ \t]+")
 # a wrapped line fills most of its paragraph's width; a title or a short last line does not
 WRAPPED_LINE_SHARE = 0.6
 WRAPPED_MIN_WIDTH = 40
@@ -162,23 +164,28 @@ class _Paragraph:
 
     def __init__(self, lines: list[str]) -> None:
         self.widest = max((len(line.strip()) for line in lines), default=0)
-        block_opener = any(a.rstrip().endswith(":") and _indent(b) > _indent(a) and not _LIST_ITEM.match(a)
+        block_opener = any(a.rstrip().endswith(":") and _indent(b) > _indent(a) and not LIST_ITEM.match(a)
                            for a, b in zip(lines, lines[1:]))
         self.prose = not block_opener and not any(_CODE_LINE.search(line) for line in lines)
+
+
+def _starts_block(line: str) -> bool:
+    """A Markdown block line or a list item ("•" too): it starts something, it never goes on a line."""
+    return bool(MARKDOWN_BLOCK_LINE.match(line) or LIST_ITEM.match(line))
 
 
 def _wraps(lines: list[str], i: int, widest: int) -> bool:
     """Whether the break after `lines[i]` (of a prose paragraph) wraps a line."""
     line, following = lines[i], lines[i + 1]
-    if not following.strip() or MARKDOWN_BLOCK_LINE.match(following):
+    if not following.strip() or _starts_block(following):
         return False
     after = lines[i + 2] if i + 2 < len(lines) else ""
     if (len(following.strip()) < WRAPPED_LINE_SHARE * widest and after.strip()
-            and not MARKDOWN_BLOCK_LINE.match(after)):  # a short line goes on: a title, not a wrap's tail
+            and not _starts_block(after)):  # a short line goes on: a title, not a wrap's tail
         return False
     if _FIELD_LINE.match(following) or _FIELD_LINE.match(line):
         return False
-    item = _LIST_ITEM.match(line)
+    item = LIST_ITEM.match(line)
     if item is None and MARKDOWN_BLOCK_LINE.match(line):
         return False
     if _indent(following) != (item.end() if item else _indent(line)):
@@ -274,6 +281,7 @@ def shown_score(score: float | None) -> str:
 
 __all__ = [
     "CJK_RANGE",
+    "LIST_ITEM",
     "MARKDOWN_BLOCK_LINE",
     "char_ngrams",
     "is_chinese",

@@ -23,7 +23,7 @@ from rapidfuzz import fuzz
 
 from cograg.answer.markers import quote_text
 from cograg.retrieval.packing import ContextBlock
-from cograg.text import ngram_overlap, normalise_for_match, split_sentences
+from cograg.text import LIST_ITEM, ngram_overlap, normalise_for_match, split_sentences
 
 QUOTE_FUZZ_TOLERANCE = 0.10  # a quote may differ from the chunk text by at most 10 % of its characters
 # a quote that is not in its chunk is repaired only to chunk text at least this alike (Indel
@@ -80,7 +80,6 @@ def best_sentence(claim: str, text: str) -> str:
 
 
 CJK_CHAR = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
-_LINE_BULLET = re.compile(r"(?m)^[ \t]*(?:[-*+•]|\d+[.)])[ \t]+")
 
 
 def _normalised_with_offsets(text: str, *, cjk: bool = False) -> tuple[str, list[int]]:
@@ -90,7 +89,7 @@ def _normalised_with_offsets(text: str, *, cjk: bool = False) -> tuple[str, list
     spaces, and a model quoting a Markdown list item copies its words, not its layout."""
     skip: set[int] = set()
     if cjk:
-        for m in _LINE_BULLET.finditer(text):
+        for m in LIST_ITEM.finditer(text):
             skip.update(range(m.start(), m.end()))
     out: list[str] = []
     where: list[int] = []
