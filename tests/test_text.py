@@ -8,6 +8,7 @@ import pytest
 from cograg.answer.contract import MARKER_RE
 from cograg.text import (
     char_ngrams,
+    ends_as_a_sentence,
     is_chinese,
     ngram_overlap,
     normalise_for_match,
@@ -182,3 +183,11 @@ def test_a_wrapped_chinese_line_joins_and_a_blank_line_still_ends_a_paragraph() 
             "府资助，以净化的污染。\n\n第二段。")
     assert split_sentences(text, wrapped=True)[0].endswith("府资助，以净化的污染。")
     assert split_sentences(text, wrapped=True)[-1] == "第二段。"
+
+
+@pytest.mark.parametrize(("text", "whole"), [
+    ("It ran on 14 May 1903.", True), ("他说：“通车了。”", True), ("Was it? (Yes.) ", True), ("Wait…", True),
+    ("crossing the River Vell on the", False), ("the rate is 3.5", False), ("", False),
+])
+def test_text_ends_as_a_sentence_or_where_a_chunk_cut_it(text: str, whole: bool) -> None:
+    assert ends_as_a_sentence(text) is whole

@@ -71,6 +71,14 @@ _ENDS = f"[。！？]+[{_CLOSERS}]*|[.!?]+[{_CLOSERS}]*(?=\\s|$|[{CJK_RANGE}])|\
 _SENTENCE_END = re.compile(_ENDS)
 _SENTENCE_END_SEMICOLON = re.compile(f"{_ENDS}|[；;]")
 _STOPS = ".。!?！？"
+# text that ends as a sentence does: a stop (or an ellipsis), then any closing quotes or brackets
+_ENDS_WHOLE = re.compile(f"[{re.escape(_STOPS)}…][{re.escape(_CLOSERS)}\\]]*\\s*$")
+
+
+def ends_as_a_sentence(text: str) -> bool:
+    """Whether `text` ends as a sentence does, not where a chunk or a line cut it ("… on 14 May
+    1903." yes, "… crossing the River Vell on the" no)."""
+    return bool(_ENDS_WHOLE.search(text))
 # A full stop after a name's initial ("E. B. White", "D.P. Varma") or a title ("Dr. Smith") does
 # not end the sentence when more of it follows: split there, "Both E. B. White and Dan Masterson
 # were writers" became three sentences, one citation marker on "Both E." and the name lost.
@@ -284,6 +292,7 @@ __all__ = [
     "LIST_ITEM",
     "MARKDOWN_BLOCK_LINE",
     "char_ngrams",
+    "ends_as_a_sentence",
     "is_chinese",
     "is_verbatim",
     "language_of",

@@ -8,7 +8,6 @@ source's text (`snippet_visible: false`) the refusal names the source and quotes
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
 
 from cograg.answer.contract import Citation, locate_quote
@@ -18,13 +17,8 @@ from cograg.answer.subject import content_words, question_entities
 from cograg.messages import message
 from cograg.retrieval.models import SearchResult
 from cograg.retrieval.packing import ContextBlock
-from cograg.text import is_chinese, sentence_spans
+from cograg.text import ends_as_a_sentence, is_chinese, sentence_spans
 from cograg.trace import Trace
-
-# a sentence that ends as sentences do (a closing quote or bracket may follow), not one cut where a
-# chunk ends
-_WHOLE = re.compile(r"[.!?。！？…][\"'”’）)\]]*\s*$")
-
 
 def refusal(question: str, trace: Trace, result: SearchResult | None, reason: str, route: str = "REFUSED",
             evidence: list[Citation] | None = None) -> AnswerResponse:
@@ -57,7 +51,7 @@ def _soft_wrapped_sentences(text: str) -> list[tuple[str, bool]]:
     out = []
     for n, (a, b) in enumerate(spans):
         sentence = text[a:b]
-        cut = (n == len(spans) - 1 and not _WHOLE.search(sentence)) or (n == 0 and sentence[:1].islower())
+        cut = (n == len(spans) - 1 and not ends_as_a_sentence(sentence)) or (n == 0 and sentence[:1].islower())
         out.append((sentence, cut))
     return out
 
