@@ -205,6 +205,23 @@ def test_file_over_max_size(store: SQLiteStore, folder: Path) -> None:
     assert reasons(summary)["big.txt"].startswith("file too large (1.5 MB > limit 1.0 MB)")
 
 
+def test_a_file_name_that_is_not_utf8_is_skipped_and_the_rest_ingested(store: SQLiteStore, folder: Path) -> None:
+    # a name copied from a Latin-1 system: Python holds its byte as a lone surrogate, which the
+    # store (and JSON) cannot take; the ingest used to stop on it, the good files with it
+    bad = folder / os.fsdecode(b"caf\xe9.txt")
+    bad.write_text("A file about the cafe on the quay.\n", encoding="utf-8")
+    summary = run(store, folder)
+    assert summary.added == 2
+    [skip] = summary.skipped
+    assert skip.path == str(folder / "caf\ufffd.txt")
+    assert skip.reason == "file name is not valid UTF-8 (rename the file to ingest it)"
+    json.loads(summary.model_dump_json())  # the summary prints as JSON
+    # the folder still re-syncs: a file added later is ingested, the bad name skipped again
+    (folder / "later.txt").write_text("Added after the first run.\n", encoding="utf-8")
+    again = ingest_paths(store, [], settings=Settings())
+    assert (again.added, again.unchanged, [s.path for s in again.skipped]) == (1, 2, [skip.path])
+
+
 def test_all_bad_inputs_together_via_cli(cli, store_dir: Path, folder: Path, make_pdf) -> None:
     (folder / "binary.txt").write_bytes(b"\x00\x01\x02" * 100)
     (folder / "latin.txt").write_bytes(b"caf\xe9 \xff\xfa\x80\n")

@@ -437,3 +437,19 @@ def test_a_quote_prints_on_one_line(quote: str, shown: str) -> None:
     from cograg.cli_common import one_line
 
     assert one_line(quote) == shown
+
+
+@pytest.mark.parametrize(("args", "named"), [
+    (["search", "tram\udcff"], "QUERY"),
+    (["docs", "show", "\udcff"], "REF"),
+    (["trace", "tr_\udcff"], "TRACE_ID"),
+    (["ingest", "/tmp/nothere\udcff"], "PATHS"),
+    (["search", "trams", "--groups", "g\udcff"], "--groups"),
+])
+def test_an_argument_that_is_not_utf8_is_a_one_line_error_naming_it(cli, store_dir: Path, folder: Path,
+                                                                    args: list[str], named: str) -> None:
+    # bytes that are not UTF-8 reach Python as lone surrogates ("\udcff" for the byte 0xff)
+    assert cli("ingest", folder, "--store", store_dir).exit_code == 0
+    res = cli(*args, "--store", store_dir)
+    assert_one_line_error(res.exit_code, res.stdout, res.stderr, contains=f"error: {named} is not valid UTF-8")
+    assert "\ufffd" in res.stderr

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import typing
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -16,6 +17,7 @@ import typer
 from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
+from typer.models import OptionInfo
 
 from cograg.config import Settings
 from cograg.engine import Engine
@@ -81,10 +83,51 @@ def fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
+def _not_utf8(value: object) -> bool:
+    """Whether a command-line value holds bytes that are not UTF-8: Python keeps them as lone
+    surrogates, which every later step (the store, the tokenizer, JSON) refuses with a traceback."""
+    values = value if isinstance(value, (list, tuple)) else [value]
+    for v in values:
+        if isinstance(v, (str, Path)):
+            try:
+                str(v).encode("utf-8")
+            except UnicodeEncodeError:
+                return True
+    return False
+
+
+def _shown_name(fn: Callable[..., Any], name: str) -> str:
+    """How the command line spells parameter `name` of command `fn`: its longest option ("--tags")
+    or, for an argument, its name in capitals ("QUERY")."""
+    try:
+        hint = typing.get_type_hints(fn, include_extras=True).get(name)
+    except (NameError, TypeError):  # an annotation only a type checker can read
+        hint = None
+    for info in getattr(hint, "__metadata__", ()):
+        if isinstance(info, OptionInfo):
+            decls = [d for d in info.param_decls or () if d.startswith("-")]
+            return max(decls, key=len) if decls else "--" + name.replace("_", "-")
+    return name.upper()
+
+
+def _check_utf8(fn: Callable[..., Any], kwargs: dict[str, Any]) -> None:
+    """One line naming the first argument or option that is not UTF-8 (a name pasted from a
+    Latin-1 system), before the command starts."""
+    bad = next((name for name, value in kwargs.items() if _not_utf8(value)), None)
+    if bad is None:
+        return
+    what = _shown_name(fn, bad)
+    value = kwargs[bad]
+    shown = ", ".join(os.fsencode(str(v)).decode("utf-8", "replace")
+                      for v in (value if isinstance(value, (list, tuple)) else [value]))
+    raise fail(message("error.not_utf8", what=what, shown=shown))
+
+
 def handle_errors(fn: F) -> F:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
+            _check_utf8(fn, kwargs)
             return fn(*args, **kwargs)
         except (typer.Exit, typer.Abort):
             raise

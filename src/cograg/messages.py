@@ -193,6 +193,7 @@ MESSAGES: dict[str, dict[Lang, str]] = {
     "web.state.CANCELLED": {"zh": "已取消", "en": "Cancelled"},
     # errors shown by the command line
     "error.interrupted": {"zh": "已中断", "en": "interrupted"},
+    "error.not_utf8": {"zh": "{what} 不是有效的 UTF-8 文本：{shown}", "en": "{what} is not valid UTF-8: {shown}"},
     "error.aborted": {"zh": "已取消", "en": "aborted"},
     "error.internal": {
         "zh": "内部错误：{detail}（设置 COGRAG_DEBUG=1 查看详情）",

@@ -203,6 +203,21 @@ def title_from_name(path: Path) -> str:
 
 
 
+def readable_path(path: Path | str) -> str:
+    """`path` as text that can be stored and printed: a name holding bytes that are not UTF-8
+    (Python keeps them as lone surrogates, which no UTF-8 writer accepts) shows them as "\ufffd"."""
+    return os.fsencode(path).decode("utf-8", "replace")
+
+
+def utf8_path(path: Path | str) -> bool:
+    """Whether `path` is valid UTF-8 throughout, so the store can keep it as a document's source."""
+    try:
+        str(path).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def is_hidden(name: str) -> bool:
     return name.startswith(".") or name in {"__pycache__", "node_modules"}
 

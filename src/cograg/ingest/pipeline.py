@@ -157,6 +157,8 @@ class Ingestor:
         work: list[tuple[Path, Path, str | None]] = []  # (root, file, walk problem)
         vanished_roots: list[Path] = []
         for root in roots:
+            if not files.utf8_path(root):
+                raise IngestError(f"path is not valid UTF-8: {files.readable_path(root)}")
             if not root.exists() and not root.is_symlink():
                 if str(root) in known_roots or self.store.list_documents(under=str(root)):
                     vanished_roots.append(root)
@@ -173,10 +175,13 @@ class Ingestor:
         for root, path, problem in work:
             source = str(path)
             seen.add(source)
-            self._current = source
+            self._current = files.readable_path(path)
+            if problem is None and not files.utf8_path(path):
+                # the store keeps a source as UTF-8 text: such a name cannot be a document's source
+                problem = "file name is not valid UTF-8 (rename the file to ingest it)"
             outcome = self._one(root, path, problem)
             if outcome is not None:
-                self._done(source, outcome)
+                self._done(self._current, outcome)
         self._write_pending()
 
         for root in roots:
@@ -204,7 +209,7 @@ class Ingestor:
                 index[key] = len(unique)
                 unique.append(item)
                 continue
-            existing = self.store.get_document_by_path(key)
+            existing = self.store.get_document_by_path(key) if files.utf8_path(key) else None
             if existing is not None and existing.root == str(item[0]):
                 unique[index[key]] = item
         return unique
@@ -218,7 +223,7 @@ class Ingestor:
         return tags, acl
 
     def _skip(self, path: Path, reason: str) -> str:
-        self.summary.skipped.append(SkippedFile(path=str(path), reason=reason))
+        self.summary.skipped.append(SkippedFile(path=files.readable_path(path), reason=reason))
         return "skipped"
 
     def _done(self, source: str, outcome: str) -> None:
