@@ -453,3 +453,15 @@ def test_an_argument_that_is_not_utf8_is_a_one_line_error_naming_it(cli, store_d
     res = cli(*args, "--store", store_dir)
     assert_one_line_error(res.exit_code, res.stdout, res.stderr, contains=f"error: {named} is not valid UTF-8")
     assert "\ufffd" in res.stderr
+
+
+def test_control_characters_in_a_name_show_as_escapes_and_never_reach_the_terminal(cli, store_dir: Path,
+                                                                                   folder: Path) -> None:
+    # a file name that colours the terminal red and retitles its window
+    (folder / "a\x1b[31mRED\x1b]0;owned\x07.txt").write_text("Red trams of the harbour line.\n", encoding="utf-8")
+    assert cli("ingest", folder, "--store", store_dir).exit_code == 0
+    for args in (["docs", "list"], ["search", "red trams harbour"]):
+        res = cli(*args, "--store", store_dir)
+        assert res.exit_code == 0, res.stderr
+        assert "\x1b" not in res.stdout and "\x07" not in res.stdout
+        assert "\\x1b[31mRED\\x1b]0;owned\\x07" in res.stdout.replace("\n", "").replace(" ", "")

@@ -47,12 +47,18 @@ SetOpt = Annotated[list[str] | None, typer.Option(
     help="any setting, e.g. --set answer.context_budget_tokens=800 (repeatable; see cograg.config.Settings)")]
 
 
+# control characters but line break and tab: an escape sequence in a file name or a document
+# ("\x1b[31m", "\x1b]0;title\x07") would recolour the terminal, retitle it or move its cursor
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
 def plain(value: object) -> str:
     """`value` as console text that prints as written. Our own output styles itself with rich
     markup ("[bold]…[/]"); a title, path, passage, answer or message from outside can hold text
     shaped like it ("[x]" vanished, "[/b]" failed the whole print), so every such value goes
-    through here."""
-    return escape(str(value))
+    through here. A control character shows as its escape ("\\x1b"), never acts on the terminal."""
+    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value))
+    return escape(text)
 
 
 _STRONG = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*")
