@@ -55,3 +55,18 @@ def test_serve_refuses_a_bad_keys_file_or_anonymous_setting_in_one_line(cli, tmp
     assert len(text.strip().splitlines()) == 1
     r = cli("serve", "--anonymous", "maybe", "--store", str(tmp_path / "store"))
     assert r.exit_code != 0 and "anonymous" in (r.stderr + r.stdout)
+
+
+def test_serve_on_a_port_in_use_or_an_unknown_host_is_one_line_before_it_claims_to_serve(cli, tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        r = cli("serve", "--port", str(port), "--store", str(tmp_path / "store"), "--embedder", "none")
+    assert r.exit_code == 1 and r.stdout == ""
+    assert r.stderr.strip() == f"error: cannot listen on 127.0.0.1:{port}: Address already in use"
+    r = cli("serve", "--host", "no-such-host.invalid", "--store", str(tmp_path / "store"), "--embedder", "none")
+    assert r.exit_code == 1 and len(r.stderr.strip().splitlines()) == 1
+    assert r.stderr.startswith("error: cannot listen on no-such-host.invalid:8000: ")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from pathlib import Path
 from typing import Annotated
 
@@ -53,6 +54,7 @@ def serve(
         from cograg.api.auth import load_keys
 
         load_keys(settings.serve.keys_file)  # a bad keys file stops here, in one line, before any worker starts
+    _check_listen(host, port)  # a port in use or an unknown host: one line, before "serving" is claimed
     url = f"http://{host}:{port}"
     if as_json:
         out.print_json(json.dumps({"url": url, "workers": workers, "store": str(settings.store), "docs": url + "/docs"}))
@@ -70,3 +72,20 @@ def serve(
 
 
 __all__ = ["serve"]
+
+
+def _check_listen(host: str, port: int) -> None:
+    """Fail in one line where uvicorn could not listen on `host`:`port` (it would log its own error
+    after this command had said it was serving). Bound as uvicorn binds, with SO_REUSEADDR, so a
+    port only in TIME_WAIT is not refused here."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise fail(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    family, kind, proto, _, address = infos[0]
+    try:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            probe.bind(address)
+    except OSError as exc:
+        raise fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
