@@ -465,3 +465,10 @@ def test_control_characters_in_a_name_show_as_escapes_and_never_reach_the_termin
         assert res.exit_code == 0, res.stderr
         assert "\x1b" not in res.stdout and "\x07" not in res.stdout
         assert "\\x1b[31mRED\\x1b]0;owned\\x07" in res.stdout.replace("\n", "").replace(" ", "")
+
+
+def test_trace_with_no_traces_says_so_and_its_json_is_an_empty_list(cli, store_dir: Path, folder: Path) -> None:
+    assert cli("ingest", folder, "--store", store_dir).exit_code == 0
+    res = cli("trace", "--store", store_dir)
+    assert res.exit_code == 0 and res.stdout.startswith("no traces")
+    assert json.loads(cli("trace", "--store", store_dir, "--json").stdout) == []

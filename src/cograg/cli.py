@@ -335,6 +335,8 @@ def trace_cmd(trace_id: Annotated[str | None, typer.Argument(help="trace id (or 
             rows = engine.store.list_traces()
             if as_json:
                 out.print_json(json.dumps(rows, ensure_ascii=False))
+            elif not rows:
+                out.print("[dim]no traces: `cograg ask` stores one for each answer[/]")
             for r in rows if not as_json else []:
                 out.print(plain(f"{r['trace_id']}  {r['created_at']}  {r['question'][:80]}"), highlight=False)
             return
