@@ -472,3 +472,13 @@ def test_trace_with_no_traces_says_so_and_its_json_is_an_empty_list(cli, store_d
     res = cli("trace", "--store", store_dir)
     assert res.exit_code == 0 and res.stdout.startswith("no traces")
     assert json.loads(cli("trace", "--store", store_dir, "--json").stdout) == []
+
+
+def test_a_ref_too_short_to_be_an_id_prefix_says_why_it_matched_nothing(cli, store_dir: Path, folder: Path) -> None:
+    assert cli("ingest", folder, "--store", store_dir).exit_code == 0
+    doc_id = json.loads(cli("docs", "list", "--store", store_dir, "--json").stdout)[0]["doc_id"]
+    res = cli("docs", "show", doc_id[:3], "--store", store_dir)
+    assert_one_line_error(res.exit_code, res.stdout, res.stderr,
+                          contains=f"no document matches {doc_id[:3]!r} (an id prefix needs at least 4 characters)")
+    res = cli("docs", "show", "nothing.md", "--store", store_dir)
+    assert res.stderr.strip() == "error: no document matches 'nothing.md'"

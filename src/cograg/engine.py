@@ -75,6 +75,9 @@ def prepare_models(settings: Settings | None = None, **components: Any) -> Prepa
                           llm_file=str(path) if path else None, prefix_states=states,
                           seconds=round(time.perf_counter() - started, 1))
 
+# why a short ref matched nothing: an id prefix shorter than this could name many
+_SHORT_PREFIX = " (an id prefix needs at least 4 characters)"
+
 
 class Engine:
     """A document store plus the stages that work on it: a composition root. Its parts come
@@ -243,7 +246,7 @@ class Engine:
     def trace(self, trace_id: str) -> dict[str, Any]:
         found = self.store.get_trace(trace_id)
         if found is None:
-            raise StoreError(f"no trace {trace_id!r}")
+            raise StoreError(f"no trace {trace_id!r}" + _SHORT_PREFIX * (0 < len(trace_id) < 4))
         return found
 
     def ingest(self, paths: list[Path | str], *, tags: list[str] | None = None,
@@ -326,7 +329,7 @@ class Engine:
         if named:
             found = self.store.find_documents_named(ref)
         if not found:
-            raise StoreError(f"no document matches {ref!r}")
+            raise StoreError(f"no document matches {ref!r}" + _SHORT_PREFIX * (0 < len(ref) < 4))
         if len(found) > 1:
             if named:
                 paths = ", ".join(d.source_path for d in found[:5]) + (", ..." if len(found) > 5 else "")
