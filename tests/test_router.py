@@ -22,7 +22,7 @@ from cograg.control.router import (
     rule_analysis,
     rule_scores,
 )
-from cograg.errors import ConfigError
+from cograg.errors import ConfigFileError
 from cograg.models.llm import LLMOutputError, LLMTimeout
 from cograg.prompts import load_prompt
 from cograg.retrieval.models import SearchHit, SearchResult
@@ -401,9 +401,13 @@ def test_rules_file_loading(tmp_path: Path) -> None:
 
     for text in ("thresholds: {}\n", "version: ''\n", "- a\n- b\n", "version: x@1\nllm_weight: 3\n", "version: [\n"):
         custom.write_text(text, encoding="utf-8")
-        with pytest.raises(ConfigError):
+        with pytest.raises(ConfigFileError) as bad:
             load_rules(custom)
-    with pytest.raises(ConfigError):
+        assert "\n" not in str(bad.value)  # one line, as the CLI prints it
+    custom.write_bytes(b"version: x@1\n\xff\xfe\n")
+    with pytest.raises(ConfigFileError, match=r"rules\.yaml are not UTF-8 text \(byte 13\)"):
+        load_rules(custom)
+    with pytest.raises(ConfigFileError, match="cannot read routing rules .*missing.yaml: No such file"):
         load_rules(tmp_path / "missing.yaml")
 
 

@@ -20,3 +20,9 @@ class LoaderError(CogragError):
 
 class ConfigError(CogragError):
     """Invalid configuration value or file."""
+
+
+class ConfigFileError(ConfigError):
+    """A file the deployment is configured with (corpus policy, routing rules, fusion calibration)
+    cannot be read or is invalid: the HTTP API answers it as the server's fault (500), not the
+    request's (400) as it does an unknown model or mode in a request."""

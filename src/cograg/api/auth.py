@@ -90,7 +90,9 @@ def load_keys(path: Path) -> list[ApiKey]:
         data = yaml.safe_load(path.expanduser().read_text(encoding="utf-8")) or {}
         keys = KeysFile.model_validate(data).keys
     except OSError as exc:
-        raise ConfigError(f"cannot read the keys file {path}: {exc.strerror}") from None
+        raise ConfigError(f"cannot read the keys file {path}: {exc.strerror or type(exc).__name__}") from None
+    except UnicodeDecodeError:  # a ValueError, not an OSError; its text would quote the file's bytes
+        raise ConfigError(f"the keys file {path} is not UTF-8 text") from None
     except yaml.YAMLError:
         raise ConfigError(f"the keys file {path} is not valid YAML") from None
     except ValidationError as exc:
@@ -100,7 +102,23 @@ def load_keys(path: Path) -> list[ApiKey]:
     names = [k.name for k in keys]
     if len(set(names)) != len(names):
         raise ConfigError(f"the keys file {path} names a key holder twice")
+    shared = _shared_key(keys)
+    if shared is not None:
+        # one key for two holders would make the request's principal depend on the file's order
+        raise ConfigError(f"the keys file {path} gives {shared[0]!r} and {shared[1]!r} the same key; "
+                          "each key holder needs a key of its own")
     return keys
+
+
+def _shared_key(keys: list[ApiKey]) -> tuple[str, str] | None:
+    """The names of the first two holders of one key (given as `key` or as `sha256`), else None."""
+    holder: dict[str, str] = {}
+    for k in keys:
+        digest = k.digest()
+        if digest in holder:
+            return holder[digest], k.name
+        holder[digest] = k.name
+    return None
 
 
 @dataclass(frozen=True)

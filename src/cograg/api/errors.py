@@ -14,13 +14,18 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from cograg.api.admission import Busy
 from cograg.api.auth import RateLimited, Unauthorized
 from cograg.api.ratelimit import RateStoreUnavailable
-from cograg.errors import CogragError, ConfigError
+from cograg.errors import CogragError, ConfigError, ConfigFileError
 
 log = logging.getLogger("cograg.api")
 
 _STATUS_NAMES = {400: "bad_request", 401: "unauthorized", 404: "not_found", 405: "method_not_allowed",
                  409: "conflict", 413: "too_large", 415: "unsupported_media_type", 422: "invalid_request",
                  429: "too_many_requests", 500: "internal", 503: "unavailable"}
+
+
+# a broken file the server is configured with is the deployment's fault, not the request's; other
+# ConfigErrors (an unknown model or mode in the body) stay 400
+_SERVER_CONFIG = "server_config"
 
 
 class NotFound(CogragError):
@@ -73,6 +78,8 @@ def validation_detail(exc: RequestValidationError) -> str:
 
 
 def status_of(exc: CogragError) -> int:
+    if isinstance(exc, ConfigFileError):
+        return 500
     if isinstance(exc, NotFound):
         return 404
     if isinstance(exc, PayloadTooLarge):
@@ -97,6 +104,9 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(ConfigError)
     async def _config(_: Request, exc: ConfigError) -> JSONResponse:
+        if isinstance(exc, ConfigFileError):
+            log.error("server configuration error: %s", exc)  # the operator must fix it, so it is logged
+            return error_response(500, str(exc), _SERVER_CONFIG)
         return error_response(400, str(exc))
 
     @app.exception_handler(CogragError)

@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, Field, ValidationError
 
-from cograg.errors import ConfigError
+from cograg.errors import ConfigFileError
 from cograg.text import language_of
 
 Signal = Literal["complexity", "ambiguity", "retrieval_need", "risk"]
@@ -125,15 +125,17 @@ DEFAULT_RULES_FILE = "routing_rules.yaml"
 
 
 def load_rules(path: str | Path | None = None) -> RoutingRules:
-    """The rule table from `path`, or the packaged `routing_rules.yaml`. ConfigError when the file
+    """The rule table from `path`, or the packaged `routing_rules.yaml`. ConfigFileError when the file
     is unreadable, not a mapping, has no `version`, or holds invalid values."""
     if path is None:
         return _packaged_rules().model_copy(deep=True)
     p = Path(path)
     try:
         raw = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:  # a ValueError, not an OSError
+        raise ConfigFileError(f"routing rules {p} are not UTF-8 text (byte {exc.start})") from exc
     except OSError as exc:
-        raise ConfigError(f"cannot read routing rules {p}: {exc}") from exc
+        raise ConfigFileError(f"cannot read routing rules {p}: {exc.strerror or exc}") from exc
     return _parse_rules(raw, str(p))
 
 
@@ -144,19 +146,24 @@ def _packaged_rules() -> RoutingRules:
 
 
 def _parse_rules(raw: str, origin: str) -> RoutingRules:
+    # one line each: a YAML error's and a ValidationError's own text run over several
     try:
         data = yaml.safe_load(raw)
     except yaml.YAMLError as exc:
-        raise ConfigError(f"routing rules {origin} are not valid YAML: {exc}") from exc
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise ConfigFileError(f"routing rules {origin} are not valid YAML{where}") from exc
     if not isinstance(data, dict):
-        raise ConfigError(f"routing rules {origin} must be a mapping with a `version:` key")
+        raise ConfigFileError(f"routing rules {origin} must be a mapping with a `version:` key")
     if not str(data.get("version") or "").strip():
-        raise ConfigError(f"routing rules {origin} declare no `version:`")
+        raise ConfigFileError(f"routing rules {origin} declare no `version:`")
     data["version"] = str(data["version"]).strip()
     try:
         return RoutingRules.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(f"routing rules {origin} are invalid: {exc}") from exc
+        first = exc.errors()[0]
+        key = ".".join(str(x) for x in first["loc"])
+        raise ConfigFileError(f"routing rules {origin} are invalid: {key}: {first['msg']}") from exc
 
 
 __all__ = [

@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import Literal, TypeVar
 
 import numpy as np
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
+
+from cograg.errors import ConfigFileError
 
 K = TypeVar("K", bound=Hashable)
 
@@ -48,6 +50,10 @@ class FusionCalibration(BaseModel):
                           "(cograg.eval.splits: a third of the query ids)")
 
 
+class CalibrationFileError(ConfigFileError):
+    """The fusion calibration file cannot be read or is invalid."""
+
+
 class FusionSignals(BaseModel):
     """Per-query evidence of which ranker to trust."""
 
@@ -71,11 +77,36 @@ class FusionDecision(BaseModel):
 @lru_cache(maxsize=8)
 def load_calibration(path: Path | None) -> FusionCalibration | None:
     """A calibration file (`{"chosen": {...}}` as the benchmark writes it, or the fields alone);
-    None for the packaged default."""
+    None for the packaged default. A file that is missing, unreadable, not JSON or not calibration
+    fields is a CalibrationFileError naming the file."""
     if path is None:
         return None
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
-    return FusionCalibration.model_validate(data.get("chosen", data))
+    p = Path(path)
+    data = _read_calibration_json(p)
+    fields = data.get("chosen", data) if isinstance(data, dict) else data
+    if not isinstance(fields, dict):
+        raise CalibrationFileError(f"fusion calibration file {p} must be a JSON object of calibration fields")
+    try:
+        return FusionCalibration.model_validate(fields)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        key = ".".join(str(x) for x in first["loc"])
+        raise CalibrationFileError(f"fusion calibration file {p}: {key}: {first['msg']}") from exc
+
+
+def _read_calibration_json(p: Path) -> object:
+    # undecodable bytes and bad JSON are ValueErrors, not OSErrors: each gets its own message
+    try:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise CalibrationFileError(f"fusion calibration file {p} is not UTF-8 text (byte {exc.start})") from exc
+    except OSError as exc:
+        raise CalibrationFileError(f"cannot read fusion calibration file {p}: {exc.strerror or exc}") from exc
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CalibrationFileError(f"fusion calibration file {p} is not valid JSON at line {exc.lineno}: "
+                                   f"{exc.msg}") from exc
 
 
 def query_language(text: str) -> QueryLanguage:

@@ -25,9 +25,13 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from cograg.errors import ConfigError
+from cograg.errors import ConfigFileError
 
 OLD_DOCUMENT = "old document"
+
+
+class PolicyFileError(ConfigFileError):
+    """The corpus policy file cannot be read or is invalid."""
 
 
 class CorpusPolicy(BaseModel):
@@ -70,27 +74,35 @@ def load_policy(path: Path | str | None) -> CorpusPolicy:
     if path is None:
         return CorpusPolicy()
     p = Path(path)
-    try:
-        raw = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read policy file {p}: {exc.strerror or exc}") from exc
+    raw = _read_policy_text(p)
     try:
         data = yaml.safe_load(raw)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
-        raise ConfigError(f"policy file {p} is not valid YAML{where}") from exc
+        raise PolicyFileError(f"policy file {p} is not valid YAML{where}") from exc
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise ConfigError(f"policy file {p} must be a mapping of keys to values")
+        raise PolicyFileError(f"policy file {p} must be a mapping of keys to values")
     try:
-        policy = CorpusPolicy(**data)
+        # model_validate, not CorpusPolicy(**data): a YAML key such as `1:` is no keyword argument
+        policy = CorpusPolicy.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         key = ".".join(str(x) for x in first["loc"])
         msg = "unknown key" if first["type"] == "extra_forbidden" else first["msg"]
-        raise ConfigError(f"policy file {p}: {key}: {msg}") from exc
+        raise PolicyFileError(f"policy file {p}: {key}: {msg}") from exc
     if policy.version is None:
         policy.version = "sha256:" + hashlib.sha256(raw.encode()).hexdigest()[:12]
     return policy
+
+
+def _read_policy_text(p: Path) -> str:
+    # a file that is not UTF-8 text is a UnicodeDecodeError, a ValueError rather than an OSError
+    try:
+        return p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise PolicyFileError(f"policy file {p} is not UTF-8 text (byte {exc.start})") from exc
+    except OSError as exc:
+        raise PolicyFileError(f"cannot read policy file {p}: {exc.strerror or exc}") from exc
