@@ -204,6 +204,25 @@ def test_snippet_visible_false_hides_source_text_everywhere(tmp_path: Path):
         assert '"quote": "The' not in dumped and '"snippet": "The' not in dumped
 
 
+@pytest.mark.parametrize("policy", ["allow_sources: ['*/rhine.md']\n", "deny_tags: [secret]\n"])
+def test_a_passage_the_corpus_policy_keeps_out_is_not_served_by_its_id(tmp_path: Path, policy: str):
+    # a passage outside allow_sources, or tagged as the policy denies: search never gives it, and
+    # asking for it by id (copied from an old answer, or guessed) must not give it either
+    from cograg.index.sqlite_store import SQLiteStore
+
+    app, _ = scripted_app(tmp_path)
+    with TestClient(app, raise_server_exceptions=False) as c:
+        files = {"files": ("plans.md", b"# Plans\n\nThe new bridge will be built by Harbor Works.\n", "text/markdown")}
+        assert c.post("/api/documents", files=files, data={"tags": "secret"}).status_code == 200
+        with SQLiteStore(tmp_path / "store", create=False) as store:
+            chunk_of = {name: next(iter(store.iter_chunks(doc.doc_id))).chunk_id
+                        for name in ("plans.md", "rhine.md") for doc in store.find_documents_named(name)}
+        (tmp_path / "store" / "corpus_policy.yaml").write_text(policy, encoding="utf-8")
+        denied = c.get(f"/api/chunks/{chunk_of['plans.md']}")
+        assert denied.status_code == 404 and "Harbor Works" not in denied.text
+        assert c.get(f"/api/chunks/{chunk_of['rhine.md']}").json()["text"].startswith("# Rhine Bridge")
+
+
 def test_documents_upload_list_delete(client: TestClient):
     files = {"files": ("notes.md", b"# Notes\n\nThe ferry leaves at 9 am from pier four.\n", "text/markdown")}
     r = client.post("/api/documents", files=files, data={"tags": "ferry"})

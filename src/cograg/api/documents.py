@@ -154,9 +154,12 @@ def get_chunk(chunk_id: str, request: Request) -> dict[str, Any]:
         chunk = engine.store.get_chunk(chunk_id)
         doc = engine.store.get_document(chunk.doc_id) if chunk is not None else None
         readable = may_read(engine, caller_of(request), doc)
-    if chunk is None or doc is None or not readable:
+    policy = state.engines.policy()
+    # a passage the corpus policy keeps out of every answer (allow_sources, deny_tags) is not
+    # served by its id either: as if it did not exist, like one the caller's ACL does not reach
+    if chunk is None or doc is None or not readable or not policy.admits(doc.source_path, doc.tags):
         raise NotFound(f"no chunk {chunk_id!r}")
-    visible = state.engines.snippets_visible()
+    visible = bool(policy.snippet_visible)
     text = chunk.text if visible else ""
     # `reflowed`: the text as a reader takes it, the line breaks that wrap a paragraph's lines read
     # as spaces (cograg.text.soft_line_breaks); the same length, so a quote found in `text` is

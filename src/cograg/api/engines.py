@@ -21,6 +21,7 @@ from cograg.config import Settings
 from cograg.engine import Engine
 from cograg.errors import ConfigError
 from cograg.index.vectors import VectorIndex
+from cograg.retrieval.policy import CorpusPolicy
 
 # Model profiles a client may pick per request (`model` in qa/v2). A file path or a URL is a server
 # setting, never a request field: a client must not make the server load arbitrary files.
@@ -96,9 +97,13 @@ class EngineFactory:
         finally:
             engine.close()
 
-    def snippets_visible(self) -> bool:
+    def policy(self) -> CorpusPolicy:
+        """The corpus policy every engine of this server applies (the store's policy file)."""
         policy = self._shared_parts()["policy"]
-        return bool((policy.get() if isinstance(policy, Lazy) else policy).snippet_visible)
+        return policy.get() if isinstance(policy, Lazy) else policy
+
+    def snippets_visible(self) -> bool:
+        return bool(self.policy().snippet_visible)
 
 
 __all__ = ["EngineFactory", "REQUEST_MODEL_PROFILES"]
