@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from cograg.config import DEFAULT_CHUNKING, ChunkingConfig, Settings
 from cograg.ingest.chunking import chunk_block
 from cograg.ingest.normalize import normalize
-from cograg.ingest.tokens import count_tokens, token_spans
+from cograg.ingest.tokens import bounded_token_spans, count_tokens, token_spans
 
 pytestmark = pytest.mark.usefixtures("ingest_env")
 
@@ -57,6 +57,22 @@ def test_token_spans_agree_with_count() -> None:
         "Lindenport", "林", "登", "港", "internationalisation", ",", "2023", "!"]
 
 
+@pytest.mark.parametrize("limit", [1, 2, 16, 256])
+def test_bounded_token_spans_cut_only_tokens_over_the_limit(limit: int) -> None:
+    run = "y" * 20000
+    text = f"See 林登港 internationalisation {run}!"
+    spans = bounded_token_spans(text, limit)
+    # same text, same total weight; each piece weighs what count_tokens says, within the limit
+    assert "".join(text[s:e] for s, e, _ in spans) == "".join(text.split())
+    assert sum(w for _, _, w in spans) == count_tokens(text)
+    assert all(w == count_tokens(text[s:e]) and w <= limit for s, e, w in spans)
+    whole = [t for t in token_spans(text) if t[2] <= limit]
+    assert set(whole) <= set(spans), "tokens within the limit are kept as they are"
+    # the run is cut at the last character that keeps a piece within the limit
+    pieces = [text[s:e] for s, e, _ in spans if "y" in text[s:e]]
+    assert all(count_tokens(p + "y") > limit for p in pieces[:-1])
+
+
 # ---------------------------------------------------------------------------- strategies
 
 _WORDS = ["tram", "network", "the", "Lindenport", "of", "a", "internationalisation", "x" * 40,
@@ -86,8 +102,7 @@ def _assert_chunk_invariants(text: str, spans: list[tuple[int, int]], size: int,
         piece = text[s:e]
         assert piece and piece == piece.strip(), "chunks are trimmed and non-empty"
         n = count_tokens(piece)
-        assert n <= size or len(token_spans(piece)) == 1, (
-            f"chunk of {n} tokens > {size}: {piece[:80]!r}")
+        assert n <= size, f"chunk of {n} tokens > {size}: {piece[:80]!r}"
     # in order: starts and ends strictly increase
     for (a, b), (c, d) in zip(spans, spans[1:]):
         assert c > a and d > b
@@ -122,13 +137,98 @@ def test_short_text_is_one_chunk_and_blank_text_none() -> None:
     assert chunk_block("   \n\n ", cfg) == []
 
 
-def test_single_oversized_token_is_its_own_chunk() -> None:
-    url = "https://example.org/" + "a" * 400  # one "word" of ~70 tokens
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_oversized_token_is_cut_into_pieces_within_size(strategy: str) -> None:
+    """A "word" heavier than chunk_size (a long URL) is cut, not kept whole as one big chunk."""
+    url = "https://example.org/" + "a" * 400  # "a" * 400 is one "word" of 67 tokens
     text = f"See {url} for details."
-    for strategy in ("fixed", "recursive"):
-        spans = chunk_block(text, ChunkingConfig(strategy=strategy, chunk_size=16, chunk_overlap=0))
-        pieces = [text[s:e] for s, e in spans]
-        assert any("a" * 400 in p for p in pieces), pieces
+    spans = chunk_block(text, ChunkingConfig(strategy=strategy, chunk_size=16, chunk_overlap=0))
+    _assert_chunk_invariants(text, spans, 16, 0)
+    assert len(spans) >= 5
+    # pieces of 16 tokens = 96 characters, the longest that fit
+    assert "a" * 96 in [text[s:e] for s, e in spans]
+
+
+_BLOB = "y" * 20000  # 3334 tokens without a single space or separator
+
+
+def _long_runs() -> list[str]:
+    """Real inputs without whitespace: a run of one letter, base64, minified code, a long URL."""
+    rnd = random.Random(5)
+    b64 = "".join(rnd.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+                  for _ in range(20000)) + "=="
+    minified = "function f(a){return a*2}" * 800
+    url = "https://example.org/download?token=" + "Zm9vYmFy" * 2500
+    return [_BLOB, b64, minified, url]
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("size", [16, 256])
+def test_long_run_without_whitespace_is_cut_to_chunk_size(strategy: str, size: int) -> None:
+    """Regression: 20 000 "y"s were one chunk of 3334 tokens against chunk_size 256."""
+    for run in _long_runs():
+        text = normalize(run).text
+        spans = chunk_block(text, ChunkingConfig(strategy=strategy, chunk_size=size,
+                                                 chunk_overlap=size // 8))
+        _assert_chunk_invariants(text, spans, size, size // 8)
+        assert len(spans) >= count_tokens(text) // size
+    spans = chunk_block(_BLOB, ChunkingConfig(strategy=strategy, chunk_size=size, chunk_overlap=0))
+    # cut at the last character that keeps a piece within the limit: size * 6 characters
+    assert [e - s for s, e in spans][:-1] == [size * 6] * (len(spans) - 1)
+    assert "".join(_BLOB[s:e] for s, e in spans) == _BLOB
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_long_run_between_sentences_keeps_the_sentences_whole(strategy: str) -> None:
+    before = "The tram network opened in 1952 and now has four lines."
+    after = "Fares are paid with a card at the stop."
+    text = f"{before} {_BLOB} {after}"
+    spans = chunk_block(text, ChunkingConfig(strategy=strategy, chunk_size=64, chunk_overlap=8))
+    _assert_chunk_invariants(text, spans, 64, 8)
+    pieces = [text[s:e] for s, e in spans]
+    assert any(before in p for p in pieces), pieces[:2]
+    assert any(after in p for p in pieces), pieces[-2:]
+    if strategy != "fixed":  # fixed windows ignore sentences; the others cut before the run
+        assert pieces[0] == before
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_strategy_invariants_on_mixed_text_with_long_runs(strategy: str) -> None:
+    for seed in range(20):
+        rnd = random.Random(seed)
+        size = rnd.choice([16, 32, 64, 256])
+        overlap = rnd.choice([0, size // 8, size // 4])
+        parts = [_mixed_text(seed), rnd.choice("xyz") * rnd.randint(size * 6, size * 30),
+                 _mixed_text(seed + 100)]
+        text = normalize((" " if seed % 2 else "").join(parts)).text
+        cfg = ChunkingConfig(strategy=strategy, chunk_size=size, chunk_overlap=overlap)
+        _assert_chunk_invariants(text, chunk_block(text, cfg), size, overlap)
+
+
+@pytest.mark.parametrize(("name", "content"), [
+    ("l.txt", _BLOB + "\n"),
+    ("l.md", "# Blob\n\nSome prose before it.\n\n" + "y" * 100000 + "\n\nSome prose after it.\n"),
+])
+def test_ingested_long_run_chunks_stay_within_chunk_size(tmp_path, name: str, content: str) -> None:
+    """The reported shapes, through the pipeline: chunks are verbatim slices of at most 256
+    tokens (the .md was one chunk of 16 667 tokens that took 38 s to embed)."""
+    from cograg.index.sqlite_store import SQLiteStore
+    from cograg.ingest.pipeline import ingest_paths
+
+    doc = tmp_path / "docs" / name
+    doc.parent.mkdir()
+    doc.write_text(content, encoding="utf-8")
+    with SQLiteStore(tmp_path / "store") as store:
+        ingest_paths(store, [doc.parent], settings=Settings())
+        chunks = list(store.iter_chunks(store.list_documents()[0].doc_id))
+    assert max(c.token_count for c in chunks) == 256
+    assert all(c.token_count == count_tokens(c.text) <= 256 for c in chunks)
+    assert all(content[c.orig_start:c.orig_end] == c.text for c in chunks)
+    run = max(content.split(), key=len)
+    assert "".join(c.text for c in chunks if c.text.startswith("yyy")).split()[0] == run
+    if name.endswith(".md"):
+        assert chunks[0].text == "# Blob\n\nSome prose before it."
+        assert chunks[-1].text.endswith("\n\nSome prose after it.")
 
 
 def _sentences(seed: int, n: int) -> str:

@@ -1,8 +1,8 @@
 """Chunking strategies (SPEC A3): fixed, semantic, recursive, code and records.
 
 All strategies work on spans of one normalised block and return `(start, end)` offsets, so the
-caller can map them back to the source. Sizes are in tokens (`cograg.ingest.tokens`); a chunk is
-only larger than `chunk_size` when a single token is (a very long URL, say).
+caller can map them back to the source. Sizes are in tokens (`cograg.ingest.tokens`); no chunk is
+larger than `chunk_size`: a single token that is (a long URL, a hex dump) is cut into pieces.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 
 from cograg.config import ChunkingConfig
-from cograg.ingest.tokens import count_tokens, token_spans
+from cograg.ingest.tokens import bounded_token_spans, count_tokens
 
 # Coarse → fine. Sentence punctuation keeps both the CJK and the NFKC-folded ASCII forms, since
 # normalisation turns ！？； into !?; while 。 stays. A bare ";" (not "; "): Chinese text has no
@@ -30,8 +30,11 @@ Span = tuple[int, int]
 
 
 def fixed_spans(text: str, size: int, overlap: int, base: int = 0) -> list[Span]:
-    """Windows of `size` tokens, each starting `size - overlap` tokens after the previous one."""
-    toks = token_spans(text)
+    """Windows of `size` tokens, each starting `size - overlap` tokens after the previous one.
+
+    Every splitter falls back to this one, so it alone has to cut a run without separators
+    (`"y" * 20000`): such a token comes in pieces of at most `size`, never as one window."""
+    toks = bounded_token_spans(text, size)
     if not toks:
         return [(base, base + len(text))] if text.strip() else []
     spans: list[Span] = []
@@ -44,9 +47,12 @@ def fixed_spans(text: str, size: int, overlap: int, base: int = 0) -> list[Span]
         spans.append((base + toks[i][0], base + toks[j - 1][1]))
         if j >= len(toks):
             break
-        # step back by `overlap` tokens, but always move forward
+        # step back by `overlap` tokens, but always move forward, and keep only as much overlap
+        # as leaves room for the next token (a full-size piece of a cut one): a window of the
+        # overlap alone would repeat the end of this one
         back, k = 0, j
-        while k > i + 1 and back + toks[k - 1][2] <= overlap:
+        room = min(overlap, size - toks[j][2])
+        while k > i + 1 and back + toks[k - 1][2] <= room:
             back += toks[k - 1][2]
             k -= 1
         i = k

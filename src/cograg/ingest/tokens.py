@@ -31,3 +31,24 @@ def count_tokens(text: str) -> int:
 def token_spans(text: str) -> list[tuple[int, int, int]]:
     """(start, end, weight) of every token in `text`, in order."""
     return [(m.start(), m.end(), _weight(m.group())) for m in TOKEN_RE.finditer(text)]
+
+
+def bounded_token_spans(text: str, limit: int) -> list[tuple[int, int, int]]:
+    """`token_spans`, with every token heavier than `limit` cut into consecutive pieces of at most
+    `limit` each, so that no window of `limit` tokens has to hold more (a hex dump or a long
+    URL path is one "word" of thousands of tokens).
+
+    Only a word can weigh more than 1, and every slice of a word is a word, weighing one token per
+    `_WORD_PIECE` characters: a piece of `limit * _WORD_PIECE` characters is the longest that
+    weighs `limit`. The pieces' weights add up to the token's, as `count_tokens` counts them.
+    """
+    width = limit * _WORD_PIECE
+    out: list[tuple[int, int, int]] = []
+    for s, e, w in token_spans(text):
+        if w <= limit:
+            out.append((s, e, w))
+            continue
+        for a in range(s, e, width):
+            b = min(a + width, e)
+            out.append((a, b, _weight(text[a:b])))
+    return out
