@@ -240,7 +240,9 @@ def test_documents_upload_list_delete(client: TestClient):
 
 
 @pytest.mark.parametrize("name, content, status, words", [
-    ("../../etc/passwd", b"x", 400, "no paths"),
+    ("../../etc/passwd", b"x", 400, "the file 'passwd' was sent with a directory in its name (no paths allowed)"),
+    ("/etc/evil.txt", b"x", 400, "the file 'evil.txt' was sent with a directory in its name"),
+    ("..", b"x", 400, "file name '..' is not a plain file name"),
     ("image.bin", bytes(range(256)) * 8, 400, "image.bin"),
     ("empty.txt", b"", 400, "empty.txt"),
 ])

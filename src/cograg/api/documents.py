@@ -46,8 +46,13 @@ def safe_upload_name(name: str | None) -> str:
     name = (name or "").strip()
     if not name:
         raise UploadRejected("an uploaded file has no name")
-    if "/" in name or "\\" in name or name in (".", "..") or _BAD_NAME.search(name):
-        raise UploadRejected(f"file name {name[:80]!r} is not a plain file name (no paths allowed)")
+    if "/" in name or "\\" in name:
+        # named by its last part: the error text has server paths cut to their file name anyway
+        last = re.split(r"[/\\]", name.rstrip("/\\"))[-1]
+        raise UploadRejected(f"the file {last[:80]!r} was sent with a directory in its name "
+                             "(no paths allowed): send the file name alone")
+    if name in (".", "..") or _BAD_NAME.search(name):
+        raise UploadRejected(f"file name {name[:80]!r} is not a plain file name (no '.', '..' or control characters)")
     if name.startswith("."):
         raise UploadRejected(f"file name {name[:80]!r} is hidden (starts with a dot)")
     if len(name.encode("utf-8")) > 200:
