@@ -62,7 +62,7 @@ def test_invalid_utf8_is_skipped(store: SQLiteStore, folder: Path) -> None:
     summary = run(store, folder)
     assert summary.added == 2
     reason = reasons(summary)["latin.txt"]
-    assert "UTF-8" in reason and "offset 3" in reason
+    assert reason == "invalid UTF-8 (first bad byte at offset 3), and not GB18030 or Windows-1252 (Latin-1) text either"
     assert store.get_document_by_path(str(folder / "latin.txt")) is None
 
 
@@ -77,6 +77,26 @@ def test_gb18030_chinese_is_loaded_with_a_warning(store: SQLiteStore, folder: Pa
     chunks = list(store.iter_chunks(doc.doc_id))
     joined = "".join(c.text for c in chunks)
     assert "林登港茶叶研究所成立于一九五二年。" in joined and "占地约三十公顷。" in joined
+
+
+@pytest.mark.parametrize(("raw", "text"), [
+    (b"The caf\xe9 serves cr\xe8me br\xfbl\xe9e on the quay.\n", "The café serves crème brûlée on the quay."),
+    # every accented letter followed by a letter: valid GB18030 too ("M黮ler"), but not Chinese text
+    (b"M\xfcller walked the Stra\xdfe, na\xefvely.\n", "Müller walked the Straße, naïvely."),
+    # Windows-1252's typography (NFKC makes the ellipsis "...")
+    (b"\x93Trams\x94 run every 10 minutes \x96 day and night \x85\n",
+     "“Trams” run every 10 minutes – day and night ..."),
+])
+def test_a_latin1_or_windows1252_file_is_loaded_with_a_warning(store: SQLiteStore, folder: Path, raw: bytes,
+                                                               text: str) -> None:
+    (folder / "west.txt").write_bytes(raw)
+    summary = run(store, folder)
+    assert summary.added == 3 and summary.skipped == []
+    assert [(Path(w.path).name, w.reason.endswith("decoded as cp1252")) for w in summary.warnings] == [
+        ("west.txt", True)]
+    doc = store.get_document_by_path(str(folder / "west.txt"))
+    assert doc.metadata["encoding"] == "cp1252"
+    assert text in "".join(c.text for c in store.iter_chunks(doc.doc_id))
 
 
 def test_utf8_bom_and_utf16_are_read(store: SQLiteStore, folder: Path) -> None:

@@ -11,6 +11,7 @@ import codecs
 import hashlib
 import io
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -118,13 +119,14 @@ def _utf16_bom(chunk: bytes) -> bool:
 
 
 def _fallback_encoding(path: Path, bad_at: int) -> str:
-    """Legacy encodings common in Chinese and Western corpora; strict, or the file is refused."""
+    """Legacy encodings common in Chinese and Western corpora (GB18030, Windows-1252, which holds
+    Latin-1's letters); strict, and only where the text reads as that language, or the file is refused."""
     with open_binary(path) as fh:
         head = fh.read(4)
     if _utf16_bom(head):
         candidates = ["utf-16"]
     else:
-        candidates = ["gb18030"]
+        candidates = ["gb18030", "cp1252"]
     for enc in candidates:
         decoder = codecs.getincrementaldecoder(enc)("strict")
         try:
@@ -134,22 +136,59 @@ def _fallback_encoding(path: Path, bad_at: int) -> str:
                 decoder.decode(b"", final=True)
         except UnicodeDecodeError:
             continue
-        if enc == "gb18030" and not _plausible_gb18030(path):
+        if enc != "utf-16" and not _PLAUSIBLE[enc](_sample(path, enc)):
             continue
         return enc
-    raise LoaderError(f"invalid UTF-8 (first bad byte at offset {bad_at}) and no other encoding fits")
+    raise LoaderError(f"invalid UTF-8 (first bad byte at offset {bad_at}), and not GB18030 or "
+                      "Windows-1252 (Latin-1) text either")
 
 
-def _plausible_gb18030(path: Path) -> bool:
-    """GB18030 decodes most byte soup; accept it only if the result is mostly CJK/ASCII text."""
+def _sample(path: Path, encoding: str) -> str:
     with open_binary(path) as fh:
-        sample = fh.read(64 * 1024)
-    text = sample.decode("gb18030", errors="ignore")
+        return fh.read(64 * 1024).decode(encoding, errors="ignore")
+
+
+_NON_ASCII = re.compile(r"[^\x00-\x7f]+")
+# the typography of Western text that Windows-1252 encodes: quotes, dashes, ellipsis, bullet, euro...
+_WESTERN_MARKS = set("“”‘’„‚–—…•€«»°§©®™·×÷¡¿£¥¢")
+
+
+def _plausible_gb18030(text: str) -> bool:
+    """GB18030 decodes most byte soup, and a Latin-1 "crème" or "Müller" too ("cr鑝e"); accept it
+    only if the result is mostly CJK/ASCII text and its CJK is not mostly one or two characters
+    inside an ASCII word."""
     if not text:
         return False
     good = sum(1 for c in text if c.isascii() or "\u4e00" <= c <= "\u9fff" or "\u3000" <= c <= "\u303f"
                or "\uff00" <= c <= "\uffef")
-    return good / len(text) > 0.9
+    runs = _non_ascii_runs(text)
+    inside_words = sum(1 for before, run, after in runs
+                       if len(run) <= 2 and _ascii_letter(before) and _ascii_letter(after))
+    return good / len(text) > 0.9 and inside_words * 2 <= len(runs)
+
+
+def _plausible_cp1252(text: str) -> bool:
+    """Windows-1252 decodes every byte but five: accept it only where what lies outside ASCII reads
+    as Western text, each run a letter or two in a word ("café", "Müller") or typography (“…”),
+    in nine runs of ten; byte soup ("ÿú€" on its own) and binary data do not."""
+    if not text or any(c < " " and c not in "\t\n\r\f" for c in text):
+        return False
+    runs = _non_ascii_runs(text)
+    western = sum(1 for before, run, after in runs
+                  if set(run) <= _WESTERN_MARKS or (run.isalpha() and (_ascii_letter(before) or _ascii_letter(after))))
+    return western >= 0.9 * len(runs)
+
+
+def _non_ascii_runs(text: str) -> list[tuple[str, str, str]]:
+    """Each run of characters outside ASCII, with the character before and the one after it."""
+    return [(text[m.start() - 1:m.start()], m.group(), text[m.end():m.end() + 1]) for m in _NON_ASCII.finditer(text)]
+
+
+def _ascii_letter(c: str) -> bool:
+    return c.isascii() and c.isalpha()
+
+
+_PLAUSIBLE = {"gb18030": _plausible_gb18030, "cp1252": _plausible_cp1252}
 
 
 def _os_reason(exc: OSError) -> str:
