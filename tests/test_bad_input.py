@@ -124,15 +124,31 @@ def test_empty_or_blank_file(store: SQLiteStore, folder: Path, name: str, conten
     assert store.get_document_by_path(str(folder / name)) is None
 
 
-def test_corrupt_pdf(store: SQLiteStore, folder: Path, make_pdf) -> None:
+def test_corrupt_pdf(store: SQLiteStore, folder: Path, make_pdf, caplog: pytest.LogCaptureFixture) -> None:
     good = make_pdf(folder / "real.pdf", ["A real page about the tram depot."]).read_bytes()
     (folder / "half.pdf").write_bytes(good[: len(good) // 2])
     (folder / "fake.pdf").write_bytes(b"<html>not a pdf</html>")
+    (folder / "cut.pdf").write_bytes(b"%PDF-1.4\ngarbage")
     summary = run(store, folder)
     assert summary.added == 3  # the two good files and real.pdf
     r = reasons(summary)
-    assert set(r) == {"half.pdf", "fake.pdf"}
+    assert set(r) == {"half.pdf", "fake.pdf", "cut.pdf"}
     assert all(v.startswith("corrupt PDF") for v in r.values())
+    # the skip says it; the PDF library's own repair notes ("EOF marker not found"), which logging
+    # would print on stderr, are not let through
+    assert not [rec for rec in caplog.records if rec.name.startswith("pypdf")]
+
+
+def test_a_store_inside_the_ingested_folder_is_not_read_as_documents(tmp_path: Path, folder: Path) -> None:
+    with SQLiteStore(folder / "store") as inside:
+        (folder / "store" / "corpus_policy.yaml").write_text("deny_tags: [secret]\n", encoding="utf-8")
+        summary = run(inside, folder)
+        assert summary.added == 2 and summary.skipped == []  # not cograg.db, its -wal, nor the policy
+        assert {Path(d.source_path).name for d in inside.list_documents()} == set(GOOD)
+        uploads = folder / "store" / "uploads"
+        uploads.mkdir()
+        (uploads / "up.txt").write_text("An uploaded note about the night ferry.\n", encoding="utf-8")
+        assert ingest_paths(inside, [uploads], settings=Settings()).added == 1  # a root in the store is walked
 
 
 def test_unreadable_file(store: SQLiteStore, folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:

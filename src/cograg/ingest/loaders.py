@@ -10,6 +10,7 @@ very large file never sits in memory whole. Reading files is `files.py`; the cod
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Iterator
 
@@ -162,6 +163,10 @@ def _html_fallback_text(tree) -> str | None:  # type: ignore[no-untyped-def]
 def load_pdf(info: FileInfo) -> LoadedDocument:
     from pypdf import PdfReader
     from pypdf.errors import PyPdfError
+
+    # pypdf logs what it repairs ("EOF marker not found") to stderr, between the progress lines;
+    # a PDF it cannot read is skipped with the reason below, so only its errors are let through
+    logging.getLogger("pypdf").setLevel(logging.ERROR)
 
     try:
         reader = PdfReader(str(info.path), strict=False)

@@ -165,7 +165,7 @@ class Ingestor:
                     continue
                 raise IngestError(f"path not found: {root}")
             if root.is_dir():
-                work.extend((root, f, why) for f, why in files.walk_files(root))
+                work.extend((root, f, why) for f, why in files.walk_files(root) if not self._in_store(root, f))
             else:
                 work.append((root, root, None))
         work = self._dedupe(work)
@@ -197,6 +197,13 @@ class Ingestor:
         self.summary.chunks = self.store.count_chunks()
         self.summary.elapsed_s = round(time.monotonic() - started, 3)
         return self.summary
+
+    def _in_store(self, root: Path, path: Path) -> bool:
+        """Whether `path` is the store's own (its database, policy, uploads) found by walking a
+        folder that holds the store: those are not the user's documents. A root inside the store
+        (its uploads folder) is walked as any other."""
+        store_dir = Path(os.path.abspath(self.store.directory))
+        return store_dir in path.parents and store_dir not in root.parents and root != store_dir
 
     def _dedupe(self, work: list[tuple[Path, Path, str | None]]) -> list[tuple[Path, Path, str | None]]:
         """A file reachable from several roots (nested roots) is synced once, under the root it
