@@ -263,7 +263,7 @@ def test_cli_search_json_and_explain(tmp_path: Path, engine: Engine, cli):
     r = cli(["search", "Tobias Marrick", "--store", str(store), "--mode", "bm25", "--explain"])
     assert "bm25: rank 1" in r.stdout
     r = cli(["search", "x", "--store", str(store), "-k", "0", "--mode", "bm25"])
-    assert r.exit_code != 0 and "k must be at least 1" in r.stderr
+    assert r.exit_code != 0 and r.stderr.strip() == "error: k: k must be at least 1"
     r = cli(["search", "x", "--store", str(store), "--mode", "fuzzy"])
     assert r.exit_code != 0 and "--mode" in r.stderr
 

@@ -287,7 +287,8 @@ class Engine:
                 **options)
         except ValidationError as exc:
             first = exc.errors()[0]
-            raise QueryError(f"{'.'.join(str(x) for x in first['loc'])}: {first['msg']}") from None
+            msg = str(first["msg"]).removeprefix("Value error, ")  # pydantic's prefix on a validator's message
+            raise QueryError(f"{'.'.join(str(x) for x in first['loc'])}: {msg}") from None
         return self.components.retriever.get().search(req)
 
     def eval_retrieval(self, beir_dir: Path | str, split: str, *, modes: tuple[str, ...] = ("bm25", "vector", "hybrid"),
