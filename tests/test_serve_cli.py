@@ -70,3 +70,13 @@ def test_serve_on_a_port_in_use_or_an_unknown_host_is_one_line_before_it_claims_
     r = cli("serve", "--host", "no-such-host.invalid", "--store", str(tmp_path / "store"), "--embedder", "none")
     assert r.exit_code == 1 and len(r.stderr.strip().splitlines()) == 1
     assert r.stderr.startswith("error: cannot listen on no-such-host.invalid:8000: ")
+
+
+@pytest.mark.parametrize(("model", "says"), [
+    ("bogus", "unknown LLM 'bogus'"), ("gguf:/nowhere/m.gguf", "model file not found"), ("openai:", "unknown LLM 'openai:'"),
+])
+def test_serve_with_a_model_it_cannot_load_stops_at_start_in_one_line(cli, tmp_path: Path, model: str,
+                                                                      says: str) -> None:
+    r = cli("serve", "--model", model, "--store", str(tmp_path / "store"), "--embedder", "none")
+    assert r.exit_code == 1 and r.stdout == "" and len(r.stderr.strip().splitlines()) == 1
+    assert r.stderr.startswith(f"error: {says}")

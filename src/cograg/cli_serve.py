@@ -54,6 +54,9 @@ def serve(
         from cograg.api.auth import load_keys
 
         load_keys(settings.serve.keys_file)  # a bad keys file stops here, in one line, before any worker starts
+    from cograg.models.llm.factory import check_llm_spec
+
+    check_llm_spec(settings.models.llm)  # "--model bogus" stops here, not at the first question
     _check_listen(host, port)  # a port in use or an unknown host: one line, before "serving" is claimed
     url = f"http://{host}:{port}"
     if as_json:

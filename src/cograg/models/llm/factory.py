@@ -107,6 +107,35 @@ def get_llm(spec: str | None = None, *, cache_dir: str | os.PathLike[str]) -> LL
     per (spec, cache_dir) per process, so a model is loaded once. For "openai:" specs the API
     key, if any, is read from $COGRAG_LLM_API_KEY.
     """
+    cache = str(Path(cache_dir).expanduser().resolve())
+    return _cached_llm(_spec_key(spec), cache)
+
+
+def check_llm_spec(spec: str | None) -> None:
+    """ModelError where `spec` names no LLM this process could load (an unknown profile, a
+    "gguf:" file that is not there, an "openai:" without a URL), found without loading one: a
+    server checks its model at start, not at its first question."""
+    from cograg.models.model_files import PROFILES
+
+    key = _spec_key(spec)
+    if key in PROFILES:
+        return
+    if key.startswith("gguf:"):
+        path_text = key[len("gguf:"):].partition("#")[0].strip()
+        if not path_text:
+            raise _unknown(spec)
+        if not Path(path_text).expanduser().is_file():
+            raise LLMUnavailable(f"model file not found: {Path(path_text).expanduser()}")
+        return
+    if key.startswith("openai:"):
+        if not key[len("openai:"):].partition("#")[0].strip():
+            raise _unknown(spec)
+        return
+    raise _unknown(spec)
+
+
+def _spec_key(spec: str | None) -> str:
+    """`spec` as the cache of loaded models keys it: trimmed, the scheme and a profile lower-cased."""
     if spec is None:
         spec = "default"
     if not isinstance(spec, str):
@@ -116,11 +145,8 @@ def get_llm(spec: str | None = None, *, cache_dir: str | os.PathLike[str]) -> LL
         raise _unknown(spec)
     head, sep, rest = key.partition(":")
     if sep and head.lower() in ("gguf", "openai"):
-        key = f"{head.lower()}:{rest.strip()}"
-    else:
-        key = key.lower()
-    cache = str(Path(cache_dir).expanduser().resolve())
-    return _cached_llm(key, cache)
+        return f"{head.lower()}:{rest.strip()}"
+    return key.lower()
 
 
 get_llm.cache_clear = _cached_llm.cache_clear  # type: ignore[attr-defined]
