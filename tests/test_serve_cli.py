@@ -73,7 +73,8 @@ def test_serve_on_a_port_in_use_or_an_unknown_host_is_one_line_before_it_claims_
 
 
 @pytest.mark.parametrize(("model", "says"), [
-    ("bogus", "unknown LLM 'bogus'"), ("gguf:/nowhere/m.gguf", "model file not found"), ("openai:", "unknown LLM 'openai:'"),
+    ("bogus", "unknown LLM 'bogus'"), ("gguf:/nowhere/m.gguf", "model file not found"),
+    ("openai:", "unknown LLM 'openai:'"),
 ])
 def test_serve_with_a_model_it_cannot_load_stops_at_start_in_one_line(cli, tmp_path: Path, model: str,
                                                                       says: str) -> None:
