@@ -482,3 +482,12 @@ def test_a_ref_too_short_to_be_an_id_prefix_says_why_it_matched_nothing(cli, sto
                           contains=f"no document matches {doc_id[:3]!r} (an id prefix needs at least 4 characters)")
     res = cli("docs", "show", "nothing.md", "--store", store_dir)
     assert res.stderr.strip() == "error: no document matches 'nothing.md'"
+
+
+@pytest.mark.parametrize("args", [["docs", "list"], ["search", "trams"], ["ingest", "."]])
+def test_an_empty_store_path_is_refused_not_made_in_the_current_folder(cli, tmp_path: Path, monkeypatch,
+                                                                       args: list[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    res = cli(*args, "--store", "")
+    assert_one_line_error(res.exit_code, res.stdout, res.stderr, contains="error: --store is empty")
+    assert list(tmp_path.iterdir()) == []

@@ -36,7 +36,15 @@ out = Console()
 err = Console(stderr=True)
 F = TypeVar("F", bound=Callable[..., Any])
 
-StoreOpt = Annotated[Path | None, typer.Option("--store", envvar="COGRAG_STORE",
+def _store_dir(value: str | None) -> Path | None:
+    """The --store value as a path. An empty one is refused: as a path it is the current folder,
+    where a store would be made without anyone asking for it there."""
+    if value is not None and not value.strip():
+        raise fail("--store is empty: give the store's directory (or leave --store out for ~/.cograg)")
+    return None if value is None else Path(value)
+
+
+StoreOpt = Annotated[Path | None, typer.Option("--store", envvar="COGRAG_STORE", parser=_store_dir,
                                                help="store directory [default: ~/.cograg]")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print one JSON object")]
 DocRef = Annotated[str, typer.Argument(help="doc id, id prefix, source path or file name")]
