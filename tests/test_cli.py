@@ -491,3 +491,13 @@ def test_an_empty_store_path_is_refused_not_made_in_the_current_folder(cli, tmp_
     res = cli(*args, "--store", "")
     assert_one_line_error(res.exit_code, res.stdout, res.stderr, contains="error: --store is empty")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_chat_line_that_is_not_utf8_is_refused_and_the_chat_goes_on(cli, store_dir: Path, folder: Path,
+                                                                      cograg_cmd: list[str], cograg_env) -> None:
+    assert cli("ingest", folder, "--store", store_dir).exit_code == 0
+    res = subprocess.run([*cograg_cmd, "chat", "--session", "s1", "--store", str(store_dir)],
+                         input=b"\xff\xfe trams\n/facts\n/quit\n", capture_output=True, env=cograg_env, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stderr.decode().splitlines() == ["error: the line is not valid UTF-8: \ufffd\ufffd trams"]
+    assert b"no facts" in res.stdout  # the next line was read: a new session has none yet

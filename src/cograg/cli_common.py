@@ -23,7 +23,7 @@ from cograg.config import Settings
 from cograg.engine import Engine
 from cograg.errors import CogragError
 from cograg.messages import message
-from cograg.text import is_chinese
+from cograg.text import is_chinese, is_utf8, readable
 
 app = typer.Typer(help="cograg — verified, cited answers over your documents.",
                   pretty_exceptions_enable=False, no_args_is_help=True, add_completion=False)
@@ -97,17 +97,11 @@ def fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
-def _not_utf8(value: object) -> bool:
+def not_utf8(value: object) -> bool:
     """Whether a command-line value holds bytes that are not UTF-8: Python keeps them as lone
     surrogates, which every later step (the store, the tokenizer, JSON) refuses with a traceback."""
     values = value if isinstance(value, (list, tuple)) else [value]
-    for v in values:
-        if isinstance(v, (str, Path)):
-            try:
-                str(v).encode("utf-8")
-            except UnicodeEncodeError:
-                return True
-    return False
+    return any(isinstance(v, (str, Path)) and not is_utf8(str(v)) for v in values)
 
 
 def _shown_name(fn: Callable[..., Any], name: str) -> str:
@@ -127,13 +121,12 @@ def _shown_name(fn: Callable[..., Any], name: str) -> str:
 def _check_utf8(fn: Callable[..., Any], kwargs: dict[str, Any]) -> None:
     """One line naming the first argument or option that is not UTF-8 (a name pasted from a
     Latin-1 system), before the command starts."""
-    bad = next((name for name, value in kwargs.items() if _not_utf8(value)), None)
+    bad = next((name for name, value in kwargs.items() if not_utf8(value)), None)
     if bad is None:
         return
     what = _shown_name(fn, bad)
     value = kwargs[bad]
-    shown = ", ".join(os.fsencode(str(v)).decode("utf-8", "replace")
-                      for v in (value if isinstance(value, (list, tuple)) else [value]))
+    shown = ", ".join(readable(str(v)) for v in (value if isinstance(value, (list, tuple)) else [value]))
     raise fail(message("error.not_utf8", what=what, shown=shown))
 
 

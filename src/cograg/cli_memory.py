@@ -15,6 +15,9 @@ from cograg.cli_common import (JsonOpt, SetOpt, StoreOpt, _settings, app, emphas
                                one_line, out, plain)
 from cograg.engine import Engine
 from cograg.errors import CogragError
+from cograg.memory.store import SessionNotFound
+from cograg.messages import message
+from cograg.text import is_utf8, readable
 
 session_app = typer.Typer(help="Conversation sessions: list, show, facts, forget, compact, delete, export.",
                           no_args_is_help=True)
@@ -211,6 +214,10 @@ def chat(session: Annotated[str, typer.Option("--session", help="session id (cre
                 continue
             if line in ("/quit", "/exit"):
                 break
+            if not is_utf8(line):  # bytes that are not UTF-8 typed or piped in: this line only is refused
+                shown = message("error.not_utf8", what="the line", shown=readable(line))
+                err.print(f"[bold red]error:[/] {plain(shown)}", highlight=False)
+                continue
             try:
                 _chat_line(engine, session, line)
             except CogragError as exc:  # one bad line does not end the conversation
@@ -219,7 +226,11 @@ def chat(session: Annotated[str, typer.Option("--session", help="session id (cre
 
 def _chat_line(engine: Engine, session: str, line: str) -> None:
     if line == "/facts":
-        _print_facts(engine.memory().facts(session, include_invalid=False))
+        try:
+            facts = engine.memory().facts(session, include_invalid=False)
+        except SessionNotFound:  # the chat's session is made by its first question
+            facts = []
+        _print_facts(facts)
     elif line.startswith("/forget "):
         engine.memory().forget(session, line.split(maxsplit=1)[1].strip())
         out.print("forgotten")

@@ -281,6 +281,21 @@ def ngram_overlap(a: str, b: str, *, n: int = 2, measure: OverlapMeasure = "of_b
 MARKDOWN_BLOCK_LINE = re.compile(r"^[ \t]*(?:[-*+][ \t]|\d+[.)][ \t]|[|#>]|```|~~~)")
 
 
+def is_utf8(text: str) -> bool:
+    """Whether `text` came from valid UTF-8: bytes that were not (in a file name, an argument, a
+    piped line) reach Python as lone surrogates, which no UTF-8 writer (the store, JSON) accepts."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def readable(text: str) -> str:
+    """`text` with each byte that was not UTF-8 shown as "\ufffd", so it can be printed and stored."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
 def shown_score(score: float | None) -> str:
     """A score as a reason or note shows it to a person: three decimals (all seventeen digits of a
     float read as noise), "none" where there is no score."""
@@ -294,11 +309,13 @@ __all__ = [
     "char_ngrams",
     "ends_as_a_sentence",
     "is_chinese",
+    "is_utf8",
     "is_verbatim",
     "language_of",
     "ngram_overlap",
     "normalise_for_match",
     "numbers_in",
+    "readable",
     "sentence_spans",
     "shown_score",
     "soft_line_breaks",

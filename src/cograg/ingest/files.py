@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cograg.errors import LoaderError
+from cograg.text import is_utf8, readable
 
 READ_CHUNK = 1 << 20  # bytes per read when streaming
 TEXT_WINDOW = 64 * 1024  # characters per streamed text block
@@ -243,18 +244,13 @@ def title_from_name(path: Path) -> str:
 
 
 def readable_path(path: Path | str) -> str:
-    """`path` as text that can be stored and printed: a name holding bytes that are not UTF-8
-    (Python keeps them as lone surrogates, which no UTF-8 writer accepts) shows them as "\ufffd"."""
-    return os.fsencode(path).decode("utf-8", "replace")
+    """`path` as text that can be stored and printed (`cograg.text.readable`)."""
+    return readable(str(path))
 
 
 def utf8_path(path: Path | str) -> bool:
     """Whether `path` is valid UTF-8 throughout, so the store can keep it as a document's source."""
-    try:
-        str(path).encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
+    return is_utf8(str(path))
 
 
 def is_hidden(name: str) -> bool:
