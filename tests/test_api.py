@@ -223,6 +223,14 @@ def test_a_passage_the_corpus_policy_keeps_out_is_not_served_by_its_id(tmp_path:
         assert c.get(f"/api/chunks/{chunk_of['rhine.md']}").json()["text"].startswith("# Rhine Bridge")
 
 
+def test_a_ref_no_file_system_takes_is_a_short_404(client: TestClient):
+    long = "d" * 60_000
+    for r in (client.delete(f"/api/documents/{'d' * 256}"), client.delete(f"/api/documents/{long}"),
+              client.get(f"/api/chunks/{long}"), client.get(f"/api/traces/{long}")):
+        assert r.status_code == 404, r.text
+        assert len(r.json()["detail"]) < 200
+
+
 def test_documents_upload_list_delete(client: TestClient):
     files = {"files": ("notes.md", b"# Notes\n\nThe ferry leaves at 9 am from pier four.\n", "text/markdown")}
     r = client.post("/api/documents", files=files, data={"tags": "ferry"})

@@ -501,3 +501,14 @@ def test_a_chat_line_that_is_not_utf8_is_refused_and_the_chat_goes_on(cli, store
     assert res.returncode == 0, res.stderr
     assert res.stderr.decode().splitlines() == ["error: the line is not valid UTF-8: \ufffd\ufffd trams"]
     assert b"no facts" in res.stdout  # the next line was read: a new session has none yet
+
+
+@pytest.mark.parametrize("ref", ["d" * 256, "d" * 100_000, "nul\x00byte"])
+def test_a_ref_no_file_system_takes_matches_nothing_in_one_short_line(cli, store_dir: Path, folder: Path,
+                                                                      ref: str) -> None:
+    # too long for a file name (the lookup as a path raised), too long for a LIKE pattern, a NUL byte
+    assert cli("ingest", folder, "--store", store_dir).exit_code == 0
+    for args in (["docs", "show", ref], ["docs", "delete", ref], ["trace", ref]):
+        res = cli(*args, "--store", store_dir)
+        assert_one_line_error(res.exit_code, res.stdout, res.stderr, contains="no ")
+        assert len(res.stderr) < 200

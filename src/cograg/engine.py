@@ -23,6 +23,7 @@ from cograg.retrieval.adaptive_fusion import load_calibration
 from cograg.retrieval.feedback_settings import FeedbackSettings
 from cograg.retrieval.models import Principal, SearchRequest, SearchResult
 from cograg.retrieval.search import QueryError
+from cograg.text import shown_ref
 
 
 def _mode_name(mode: str) -> str:
@@ -74,6 +75,14 @@ def prepare_models(settings: Settings | None = None, **components: Any) -> Prepa
     return PreparedModels(embedder=None if embedder is None else str(embedder.name), llm=str(llm.name),
                           llm_file=str(path) if path else None, prefix_states=states,
                           seconds=round(time.perf_counter() - started, 1))
+
+def _is_existing_path(ref: str) -> bool:
+    """Whether `ref` names a file here; a ref no file system takes (too long, a NUL byte) names none."""
+    try:
+        return Path(ref).exists()
+    except (OSError, ValueError):
+        return False
+
 
 # why a short ref matched nothing: an id prefix shorter than this could name many
 _SHORT_PREFIX = " (an id prefix needs at least 4 characters)"
@@ -246,7 +255,7 @@ class Engine:
     def trace(self, trace_id: str) -> dict[str, Any]:
         found = self.store.get_trace(trace_id)
         if found is None:
-            raise StoreError(f"no trace {trace_id!r}" + _SHORT_PREFIX * (0 < len(trace_id) < 4))
+            raise StoreError(f"no trace {shown_ref(trace_id)}" + _SHORT_PREFIX * (0 < len(trace_id) < 4))
         return found
 
     def ingest(self, paths: list[Path | str], *, tags: list[str] | None = None,
@@ -324,18 +333,18 @@ class Engine:
         """The one document whose id, id prefix or source path is `ref`; failing those (and with
         `by_name`), whose file name is `ref`. Several matches are an error naming them."""
         found = self.store.find_documents(ref)
-        if not found and Path(ref).exists():
+        if not found and _is_existing_path(ref):
             found = self.store.find_documents(str(Path(ref).resolve()))
         named = not found and by_name
         if named:
             found = self.store.find_documents_named(ref)
         if not found:
-            raise StoreError(f"no document matches {ref!r}" + _SHORT_PREFIX * (0 < len(ref) < 4))
+            raise StoreError(f"no document matches {shown_ref(ref)}" + _SHORT_PREFIX * (0 < len(ref) < 4))
         if len(found) > 1:
             if named:
                 paths = ", ".join(d.source_path for d in found[:5]) + (", ..." if len(found) > 5 else "")
-                raise StoreError(f"{ref!r} names {len(found)} documents ({paths}); give the path or the id")
-            raise StoreError(f"{ref!r} matches {len(found)} documents; give more of the id")
+                raise StoreError(f"{shown_ref(ref)} names {len(found)} documents ({paths}); give the path or the id")
+            raise StoreError(f"{shown_ref(ref)} matches {len(found)} documents; give more of the id")
         return found[0]
 
     def chunks(self, doc_id: str) -> list[Chunk]:

@@ -296,6 +296,12 @@ def readable(text: str) -> str:
     return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
 
 
+def shown_ref(ref: str, limit: int = 80) -> str:
+    """An id, path or name as a message quotes it, cut at `limit` characters: a pasted page of
+    text is no id, and a one-line error stays one readable line."""
+    return repr(ref) if len(ref) <= limit else repr(ref[:limit]) + f"… ({len(ref)} characters)"
+
+
 def shown_score(score: float | None) -> str:
     """A score as a reason or note shows it to a person: three decimals (all seventeen digits of a
     float read as noise), "none" where there is no score."""
@@ -317,6 +323,7 @@ __all__ = [
     "numbers_in",
     "readable",
     "sentence_spans",
+    "shown_ref",
     "shown_score",
     "soft_line_breaks",
     "split_sentences",

@@ -17,6 +17,7 @@ from cograg.api.errors import NotFound
 from cograg.documents import Document
 from cograg.engine import Engine
 from cograg.memory.store import SessionNotFound
+from cograg.text import shown_ref
 
 CALLER_KEY = "caller"  # where a trace records who asked
 _TRACE_ROW_KEYS = ("trace_id", "created_at", "kind", "question")
@@ -62,14 +63,14 @@ def stamp_trace(engine: Engine, trace_id: str, caller: Caller) -> None:
 def visible_trace(engine: Engine, trace: dict[str, Any] | None, caller: Caller, ref: str) -> dict[str, Any]:
     """`trace` if `caller` may see it, else NotFound."""
     if trace is None:
-        raise NotFound(f"no trace {ref!r}")
+        raise NotFound(f"no trace {shown_ref(ref)}")
     recorded = trace.get(CALLER_KEY)
     if isinstance(recorded, dict) and (recorded.get("user") != caller.owner
                                         or bool(recorded.get("anonymous")) != caller.anonymous):
-        raise NotFound(f"no trace {ref!r}")
+        raise NotFound(f"no trace {shown_ref(ref)}")
     allowed = allowed_doc_ids(engine, caller)
     if allowed is not None and not doc_ids_in(trace) <= allowed:
-        raise NotFound(f"no trace {ref!r}")
+        raise NotFound(f"no trace {shown_ref(ref)}")
     return trace
 
 

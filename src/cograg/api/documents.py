@@ -22,7 +22,7 @@ from cograg.api.schemas import DocumentInfo, UploadResult
 from cograg.api.state import ApiState, api_state
 from cograg.documents import Document
 from cograg.errors import CogragError, StoreError
-from cograg.text import soft_line_breaks
+from cograg.text import shown_ref, soft_line_breaks
 
 router = APIRouter(prefix="/api", tags=["documents"])
 
@@ -142,7 +142,7 @@ def delete_document(ref: str, request: Request) -> DocumentInfo:
             # by id or path only: an error about several documents of one file name would tell the
             # caller of documents it may not read
             if not may_read(engine, caller_of(request), engine.document(ref, by_name=False)):  # not theirs: 404
-                raise NotFound(f"no document matches {ref!r}")
+                raise NotFound(f"no document matches {shown_ref(ref)}")
             doc = engine.delete_document(ref)
         except StoreError as exc:
             raise NotFound(str(exc)) from None
@@ -163,7 +163,7 @@ def get_chunk(chunk_id: str, request: Request) -> dict[str, Any]:
     # a passage the corpus policy keeps out of every answer (allow_sources, deny_tags) is not
     # served by its id either: as if it did not exist, like one the caller's ACL does not reach
     if chunk is None or doc is None or not readable or not policy.admits(doc.source_path, doc.tags):
-        raise NotFound(f"no chunk {chunk_id!r}")
+        raise NotFound(f"no chunk {shown_ref(chunk_id)}")
     visible = bool(policy.snippet_visible)
     text = chunk.text if visible else ""
     # `reflowed`: the text as a reader takes it, the line breaks that wrap a paragraph's lines read

@@ -29,6 +29,7 @@ from cograg.control.models import CancelToken, mode_name
 from cograg.engine import Engine
 from cograg.errors import CogragError, ConfigError, StoreError
 from cograg.orchestrator.events import BusEvent, EventBus
+from cograg.text import shown_ref
 
 router = APIRouter(prefix="/api/agent", tags=["answers"])
 
@@ -58,7 +59,7 @@ def resolve_doc_ids(engine: Engine, refs: list[str] | None, caller: Caller | Non
         except StoreError as exc:
             raise NotFound(str(exc)) from None
         if caller is not None and not may_read(engine, caller, doc):
-            raise NotFound(f"no document matches {ref!r}")
+            raise NotFound(f"no document matches {shown_ref(ref)}")
         out.append(doc.doc_id)
     return list(dict.fromkeys(out))
 

@@ -36,6 +36,8 @@ from cograg.index.vectors import VectorIndex
 # how long `close` waits for a background BM25 build of the store (one read of every chunk: well
 # under this on the stores measured; past it the thread is left to fail on its own)
 CLOSE_WAITS_FOR_BUILD_S = 60.0
+# a document or trace id is far shorter: a longer ref is compared whole, never as a LIKE prefix
+MAX_ID_PREFIX = 128
 
 
 def _like_literal(text: str) -> str:
@@ -104,7 +106,7 @@ class SQLiteStore:
         """Documents matching a doc id, a doc id prefix (4+ characters), or a source path."""
         if not ref:
             return []
-        prefix = _like_literal(ref) + "%" if len(ref) >= 4 else ""
+        prefix = _like_literal(ref) + "%" if 4 <= len(ref) <= MAX_ID_PREFIX else ""
         rows = self.conn.execute(
             "SELECT * FROM documents WHERE doc_id=? OR source_path=? OR doc_id LIKE ? ESCAPE '\\' "
             "ORDER BY source_path", (ref, ref, prefix)).fetchall()
@@ -113,8 +115,8 @@ class SQLiteStore:
 
     def find_documents_named(self, name: str) -> list[Document]:
         """Documents whose file name (the last part of the source path) is `name`."""
-        if not name or "/" in name or "\\" in name:
-            return []
+        if not name or "/" in name or "\\" in name or len(name.encode("utf-8", "replace")) > 255:
+            return []  # no file name is longer (and SQLite refuses a LIKE pattern past 50,000 bytes)
         pattern = "%/" + _like_literal(name)
         rows = self.conn.execute("SELECT * FROM documents WHERE source_path LIKE ? ESCAPE '\\' "
                                  "ORDER BY source_path", (pattern,)).fetchall()
@@ -294,7 +296,7 @@ class SQLiteStore:
 
     def get_trace(self, trace_id: str) -> dict | None:
         """The trace with id `trace_id`, or the only one whose id starts with it (4+ characters)."""
-        prefix = _like_literal(trace_id) + "%" if len(trace_id) >= 4 else ""
+        prefix = _like_literal(trace_id) + "%" if 4 <= len(trace_id) <= MAX_ID_PREFIX else ""
         ids = [r[0] for r in self.conn.execute("SELECT trace_id FROM traces WHERE trace_id=? OR trace_id LIKE ? "
                                                 "ESCAPE '\\'", (trace_id, prefix))]
         # LIKE folds ASCII case; an id prefix is compared as written
