@@ -266,6 +266,16 @@ def test_sessions_are_listed_shown_exported_and_deleted(eng: Engine):
         mem.facts("s1")
 
 
+def test_an_export_for_one_user_never_holds_another_users_session(eng: Engine):
+    mem = eng.memory()
+    mem.store.create_session("a1", user="alice")
+    mem.store.create_session("b1", user="bob")
+    assert [s["session_id"] for s in mem.export(user="bob")["sessions"]] == ["b1"]
+    assert mem.export(user="bob", session_id="a1") == {"user": "bob", "sessions": []}
+    assert [s["user"] for s in mem.export(user="alice", session_id="a1")["sessions"]] == ["alice"]
+    assert [s["session_id"] for s in mem.export(session_id="a1")["sessions"]] == ["a1"]
+
+
 # ---------------------------------------------------------------------------------- E3/E4 context and compaction
 def test_compaction_keeps_six_raw_turns_and_bounds_a_long_session(eng: Engine):
     from cograg.memory.memorizer import turn_record

@@ -214,8 +214,10 @@ class SessionMemory:
             raise SessionError(f"session {session_id!r} has no fact {fact_id!r}")
 
     def export(self, *, user: str | None = None, session_id: str | None = None) -> dict[str, Any]:
-        """Everything stored for one user (or one session) as JSON-ready data (E6)."""
+        """Everything stored for one user (or one session) as JSON-ready data (E6). With both, the
+        session only if it is that user's: an export for one user never holds another's data."""
         chosen = [self.session(session_id)] if session_id else self.store.list_sessions(user=user)
+        chosen = [s for s in chosen if user is None or s.user == user]
         return {"user": user, "sessions": [
             {**s.model_dump(mode="json"),
              "facts": [f.model_dump(mode="json") for f in self.store.facts(s.session_id)],
