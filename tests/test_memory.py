@@ -12,7 +12,7 @@ import pytest
 
 from cograg.control.models import ControlBudget
 from cograg.engine import Engine
-from cograg.memory import SessionNotFound
+from cograg.memory import SessionError, SessionNotFound
 from cograg.orchestrator.orchestrator import TurnOptions
 from cograg.testing import ScriptedLLM
 from tests.test_answer import make_engine, with_models
@@ -274,6 +274,26 @@ def test_an_export_for_one_user_never_holds_another_users_session(eng: Engine):
     assert mem.export(user="bob", session_id="a1") == {"user": "bob", "sessions": []}
     assert [s["user"] for s in mem.export(user="alice", session_id="a1")["sessions"]] == ["alice"]
     assert [s["session_id"] for s in mem.export(session_id="a1")["sessions"]] == ["a1"]
+
+
+@pytest.mark.parametrize("session_id", ["a/b", "tab\there", "x" * 201])
+def test_a_session_id_the_http_api_could_not_name_is_refused_before_the_turn(eng: Engine, tmp_path: Path,
+                                                                             session_id: str):
+    # /api/sessions/{id}: a session made under "a/b" by the CLI could not be shown, exported or deleted there
+    pytest.importorskip("fastapi", reason="the HTTP API needs the server extra: pip install -e '.[server]'")
+    from fastapi.testclient import TestClient
+
+    from tests.api_support import scripted_app
+
+    e, ask = chat(eng)
+    with pytest.raises(SessionError, match="a session id is 1 to 200 characters without '/'"):
+        ask(ARCHES, session_id)
+    assert e.memory().sessions() == []
+    app, _ = scripted_app(tmp_path, brain=Brain(answer=answer), docs=MEM_DOCS)
+    with TestClient(app) as client:
+        r = client.post("/api/agent/qa/v2", json={"question": ARCHES, "session": session_id})
+        assert r.status_code == 422 and "a session id is 1 to 200 characters" in r.json()["detail"]
+        assert client.post("/api/agent/qa/v2", json={"question": ARCHES, "session": ""}).status_code == 200
 
 
 # ---------------------------------------------------------------------------------- E3/E4 context and compaction

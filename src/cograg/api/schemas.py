@@ -10,6 +10,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from cograg.memory.store import SessionError, check_session_id
+
 MAX_DOC_IDS = 200
 
 
@@ -21,11 +23,20 @@ class QARequest(_Request):
     """A question, optionally in a session, scoped to some documents, in a forced mode."""
 
     question: str = Field(min_length=1, max_length=8000)
-    session: str | None = Field(None, max_length=200, description="conversation id (used once sessions exist)")
+    session: str | None = Field(None, description="conversation id (created on first use; 1 to 200 characters, "
+                                                  "no '/')")
     doc_ids: list[str] | None = Field(None, max_length=MAX_DOC_IDS,
                                       description="search only these documents (ids or id prefixes)")
     mode: str | None = Field(None, description="force an execution mode: R0…R5 or its full name")
     model: str | None = Field(None, description="model profile: default | fast")
+
+    @field_validator("session")
+    @classmethod
+    def _session_id(cls, v: str | None) -> str | None:
+        try:
+            return check_session_id(v) if v else None  # "" asks outside a session, as leaving it out does
+        except SessionError as exc:  # a 422 naming the rule, as for any field
+            raise ValueError(str(exc)) from None
 
     @field_validator("doc_ids")
     @classmethod

@@ -23,7 +23,7 @@ from cograg.memory.memorizer import (
     correction_fact, correction_in, summary_updater, supported_facts, turn_record,
 )
 from cograg.memory.models import CommitResult, Fact, Session, SessionState, TurnRecord, WorkingBench
-from cograg.memory.store import MemoryStore, SessionError, SessionNotFound
+from cograg.memory.store import MemoryStore, SessionError, SessionNotFound, check_session_id
 from cograg.retrieval.models import SearchHit
 
 
@@ -290,7 +290,7 @@ class SessionMemory:
         the relevant facts (E1, E3)."""
         self.expire()
         if self.store.get_session(session_id) is None:
-            self.store.create_session(session_id, user=user)
+            self.store.create_session(check_session_id(session_id), user=user)
         self.sync()
         state = self.store.load(session_id, max_facts=self.config.max_facts)
         correction = correction_in(question)

@@ -7,11 +7,13 @@ keep all their facts (fact ids are content-derived, the summary update runs insi
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 from cograg.errors import CogragError
 from cograg.memory.models import CommitResult, Fact, Session, SessionState, SessionSummary, SystemProfile, TurnRecord
+from cograg.text import shown_ref
 
 
 class SessionError(CogragError):
@@ -25,6 +27,19 @@ class SessionNotFound(SessionError):
 
 
 SummaryUpdate = Callable[[SessionSummary], SessionSummary]
+
+MAX_SESSION_ID = 200
+# a session id is a URL path segment of the HTTP API (/api/sessions/{id}): no "/", no control character
+_SESSION_ID_REFUSED = re.compile(r"[/\x00-\x1f\x7f]")
+
+
+def check_session_id(session_id: str) -> str:
+    """`session_id` if a new session may take it; SessionError naming the rule otherwise. A session
+    the CLI made under an id the HTTP API cannot name could not be shown, exported or deleted there."""
+    if not session_id or len(session_id) > MAX_SESSION_ID or _SESSION_ID_REFUSED.search(session_id):
+        raise SessionError(f"a session id is 1 to {MAX_SESSION_ID} characters without '/' or control "
+                           f"characters, not {shown_ref(session_id)}")
+    return session_id
 
 
 @runtime_checkable
@@ -62,4 +77,4 @@ class MemoryStore(Protocol):
     def close(self) -> None: ...
 
 
-__all__ = ["SessionError", "MemoryStore", "SessionNotFound", "SummaryUpdate"]
+__all__ = ["MAX_SESSION_ID", "SessionError", "MemoryStore", "SessionNotFound", "SummaryUpdate", "check_session_id"]
