@@ -137,6 +137,34 @@ def test_upload_a_document_from_the_page(page, tmp_path: Path) -> None:
     assert "ferry.md" in page.inner_text("#upload-status")
 
 
+def test_a_long_name_and_a_long_word_break_inside_their_boxes(page, tmp_path: Path) -> None:
+    # a long file name and a passage holding a 5,000-character "word" (a hash, base64, a URL)
+    # widened the page to 21,823 px in a 1,280 px window and pushed the Ask button off screen
+    from cograg.index.sqlite_store import SQLiteStore
+
+    name = "quarterly-report-" + "x" * 160 + ".md"
+    note = tmp_path / name
+    note.write_text("# Report\n\nChecksum " + "f" * 5000 + " ends here.\n", encoding="utf-8")
+    page.set_input_files("#upload-files", str(note))
+    page.click("#upload-form button[type=submit]")
+    page.wait_for_function("document.querySelector('#documents').innerText.includes('quarterly-report-')")
+    with SQLiteStore(tmp_path / "store", create=False) as store:
+        (doc,) = store.find_documents_named(name)
+        chunk_id = next(c.chunk_id for c in store.iter_chunks(doc.doc_id) if "ffff" in c.text)
+    page.evaluate("""async (chunkId) => {
+        state.citations = [{citation_id: "1", chunk_id: chunkId, snippet: "", source: "report"}];
+        await openCitation("1");
+    }""", chunk_id)
+    page.wait_for_selector("#passage .text")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+    ask_button = page.locator("#ask-form button[type=submit]").bounding_box()
+    assert ask_button is not None and ask_button["x"] + ask_button["width"] <= 1280
+    delete = page.locator("#documents li", has_text="quarterly-report-").locator("button").bounding_box()
+    assert delete is not None and delete["height"] < 40  # one line "Delete", not a letter a line
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "long-words.png"), full_page=True)
+
+
 def test_page_speaks_chinese(page) -> None:
     page.click("#lang-toggle")
     assert page.inner_text("#ask-button") == "提问"
