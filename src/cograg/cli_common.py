@@ -97,7 +97,7 @@ def fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
-def not_utf8(value: object) -> bool:
+def _not_utf8(value: object) -> bool:
     """Whether a command-line value holds bytes that are not UTF-8: Python keeps them as lone
     surrogates, which every later step (the store, the tokenizer, JSON) refuses with a traceback."""
     values = value if isinstance(value, (list, tuple)) else [value]
@@ -121,7 +121,7 @@ def _shown_name(fn: Callable[..., Any], name: str) -> str:
 def _check_utf8(fn: Callable[..., Any], kwargs: dict[str, Any]) -> None:
     """One line naming the first argument or option that is not UTF-8 (a name pasted from a
     Latin-1 system), before the command starts."""
-    bad = next((name for name, value in kwargs.items() if not_utf8(value)), None)
+    bad = next((name for name, value in kwargs.items() if _not_utf8(value)), None)
     if bad is None:
         return
     what = _shown_name(fn, bad)
