@@ -280,7 +280,7 @@ def test_injection_eval_rejects_a_broken_attack_file(tmp_path: Path):
         load_cases(tmp_path / "nope.jsonl")
     bad = tmp_path / "set" / "bad.jsonl"
     bad.write_text('{"id": "x"}\n', encoding="utf-8")
-    with pytest.raises(CogragError, match=r"bad.jsonl:1: not an attack case"):
+    with pytest.raises(CogragError, match=r"bad.jsonl line 1: not an attack case: doc is missing"):
         load_cases(bad)
     case = json.loads(f.read_text(encoding="utf-8").splitlines()[0])
     missing = tmp_path / "set" / "missing.jsonl"

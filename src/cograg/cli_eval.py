@@ -4,6 +4,7 @@ common report (Markdown + JSON), and with `--baseline` exits 1 when a gated metr
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,7 +17,7 @@ from cograg.cli_progress import RunProgress
 from cograg.config import Settings
 from cograg.engine import Engine
 from cograg.eval.kinds import EvalContext, data_dir, get_kind
-from cograg.eval.report import EvalReport, compare, load_report
+from cograg.eval.report import EvalReport, compare, load_report, write_text
 
 # parts handed to every engine the evals open (tests put scripted models here)
 engine_parts: dict[str, Any] = {}
@@ -25,12 +26,25 @@ judge_factory: Any = None
 
 SplitOpt = Annotated[str, typer.Option(
     "--split", help="calibration | evaluation | all: which part of the labelled set (cograg.eval.splits)")]
-LimitOpt = Annotated[int | None, typer.Option(help="evaluate only the first N items of the split")]
+LimitOpt = Annotated[int | None, typer.Option(help="evaluate only the first N items of the split (N >= 1)")]
 OutOpt = Annotated[Path | None, typer.Option("--out", help="write the report as DIR/<name>.json and .md")]
 BaselineOpt = Annotated[Path | None, typer.Option(help="a previous --json report of the same command: exit 1 on a regression")]
-ToleranceOpt = Annotated[float, typer.Option(help="allowed drop of a gated metric against --baseline (absolute)")]
+ToleranceOpt = Annotated[float, typer.Option(
+    help="allowed drop of a gated metric against --baseline (absolute, >= 0)")]
 StoreRootOpt = Annotated[Path | None, typer.Option("--store", envvar="COGRAG_STORE",
                                                    help="store for the eval's corpus [default: <COGRAG_STORE>/eval/<name>]")]
+
+
+def _check_options(limit: int | None, tolerance: float | None, out_dir: Path | None) -> None:
+    """Refuse option values that would run an eval and report something else than asked: a
+    negative --limit drops items from the end and 0 keeps them all; a negative or NaN tolerance
+    fails or passes every gate; an --out that is a file is found only after the whole run."""
+    if limit is not None and limit < 1:
+        raise fail(f"--limit must be at least 1 (got {limit})")
+    if tolerance is not None and not (math.isfinite(tolerance) and tolerance >= 0):
+        raise fail(f"--tolerance must be a finite number of at least 0 (got {tolerance})")
+    if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
+        raise fail(f"--out {out_dir} is a file, not a folder")
 
 
 def _context(store: Path | None, set_: list[str] | None, split: str, limit: int | None, progress: Any,
@@ -61,10 +75,11 @@ def _show(report: EvalReport, as_json: bool) -> None:
         out.print(f"[yellow]note:[/] {plain(note)}", highlight=False)
 
 
-def _gate(report: EvalReport, baseline: Path | None, tolerance: float) -> None:
-    if baseline is None:
+def _gate(report: EvalReport, baseline: Path | None, base: EvalReport | None, tolerance: float) -> None:
+    """Compare with `base`, the report read from the file `baseline` (read before the run)."""
+    if baseline is None or base is None:
         return
-    comparison = compare(report, load_report(baseline), tolerance)
+    comparison = compare(report, base, tolerance)
     for line in comparison.lines():
         err.print(plain(line), highlight=False, soft_wrap=True)
     if not comparison.passed:
@@ -75,6 +90,8 @@ def _gate(report: EvalReport, baseline: Path | None, tolerance: float) -> None:
 def _run(kind: str, params: dict[str, Any], *, store: Path | None, set_: list[str] | None, split: str,
          limit: int | None, out_dir: Path | None, as_json: bool, baseline: Path | None, tolerance: float,
          **overrides: Any) -> None:
+    _check_options(limit, tolerance, out_dir)
+    base = load_report(baseline) if baseline is not None else None  # a bad baseline fails before the run
     with RunProgress(err, queries=True) as progress:
         ctx = _context(store, set_, split, limit, progress, **overrides)
         report = get_kind(kind).run(params, ctx)
@@ -82,7 +99,7 @@ def _run(kind: str, params: dict[str, Any], *, store: Path | None, set_: list[st
         paths = report.write(out_dir)
         err.print(plain(f"wrote {paths[0]} and {paths[1]}"), highlight=False)
     _show(report, as_json)
-    _gate(report, baseline, tolerance)
+    _gate(report, baseline, base, tolerance)
 
 
 @eval_app.command("retrieval")
@@ -202,6 +219,7 @@ def eval_all(
 
     from cograg.eval.suite import run_suite
 
+    _check_options(limit, tolerance, out_dir)
     with RunProgress(err, queries=True) as progress:
         ctx = _context(store, set_, "evaluation", limit, progress, embedder=embedder)
         results = run_suite(suite, ctx, data=data or data_dir(), only=_split(only) or None, tolerance=tolerance,
@@ -210,7 +228,7 @@ def eval_all(
     if out_dir is not None:
         for r in results:
             r.report.write(out_dir)
-        (out_dir / "summary.md").write_text("\n".join(r.report.to_markdown() for r in results), encoding="utf-8")
+        write_text(out_dir / "summary.md", "\n".join(r.report.to_markdown() for r in results))
     if as_json:
         out.print_json(json.dumps({"passed": not failed, "evals": [
             {"name": r.entry.name, "kind": r.entry.kind, "split": r.report.split, "summary": r.report.summary,

@@ -7,7 +7,6 @@ so it runs over any engine, a real one or one with a scripted model.
 
 from __future__ import annotations
 
-import json
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -18,6 +17,7 @@ from pydantic import BaseModel, Field
 
 from cograg.answer.contract import answer_sentences, markers_in, strip_markers
 from cograg.errors import CogragError
+from cograg.eval.records import load_objects, shown, text_problem
 from cograg.eval.scoring import contains_gold, exact_match, f1
 from cograg.models import ModelError
 from cograg.models.judge import ClaimJudge
@@ -40,27 +40,37 @@ def load_qa(path: Path | str, *, corpus_name: str | None = None) -> list[QAItem]
     `corpus` are left out (one file of unanswerable questions can serve several corpora)."""
     from cograg.eval.splits import item_id
 
-    p = Path(path)
-    if not p.is_file():
-        raise CogragError(f"no QA file {p}")
-    text = p.read_text(encoding="utf-8")
-    try:
-        records = json.loads(text) if p.suffix == ".json" else [json.loads(x) for x in text.splitlines() if x.strip()]
-    except json.JSONDecodeError as exc:
-        raise CogragError(f"{p} is not JSON lines: {exc}") from None
     items = []
-    for r in records:
+    for r in load_objects(path, _qa_problem, "QA file"):
         if corpus_name and r.get("corpus") not in (None, corpus_name):
             continue
-        if not r.get("question"):
-            raise CogragError(f"{p}: a record has no question: {str(r)[:120]}")
         answers = r.get("answers", r.get("answer", []))
         answers = [a["text"] if isinstance(a, dict) else str(a) for a in (answers if isinstance(answers, list) else [answers])]
         items.append(QAItem(id=item_id(r), question=r["question"], answers=answers,
-                            answerable=bool(r.get("answerable", bool(answers))),
+                            answerable=r.get("answerable", bool(answers)),
                             lang=r.get("lang") or language_of(r["question"]),
                             split=r.get("split")))
     return items
+
+
+def _qa_problem(r: dict[str, Any]) -> str | None:
+    """Why a QA record cannot be asked and scored (a problem in words, see cograg.eval.records)."""
+    if not r.get("question"):
+        return "a QA record needs a question"
+    if problem := text_problem(r, "question"):
+        return problem
+    key = "answers" if "answers" in r else "answer"
+    answers = r.get(key, [])
+    for a in answers if isinstance(answers, list) else [answers]:
+        text = a.get("text") if isinstance(a, dict) else a
+        if isinstance(text, bool) or not isinstance(text, str | int | float):
+            return f"{key} must be texts (or {{\"text\": …}} objects) (got {shown(answers)})"
+    for field in ("lang", "split"):
+        if r.get(field) is not None and not isinstance(r[field], str):
+            return f"{field} must be a string (got {shown(r[field])})"
+    if "answerable" in r and not isinstance(r["answerable"], bool):  # "false" would read as true
+        return f"answerable must be true or false (got {shown(r['answerable'])})"
+    return None
 
 
 def _supported(judge: ClaimJudge, claim: str, passage: str, question: str) -> bool:

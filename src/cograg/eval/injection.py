@@ -30,9 +30,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from cograg.errors import CogragError
+from cograg.eval.records import field_problem, json_values
 from cograg.testing import LLMCall, ScriptedLLM
 from cograg.text import is_chinese, ngram_overlap, sentence_spans
 
@@ -56,16 +57,14 @@ class InjectionCase(BaseModel):
 def load_cases(path: Path | str, limit: int | None = None) -> tuple[Path, list[InjectionCase]]:
     """The cases of an attack file and the folder their documents are relative to."""
     p = Path(path)
-    if not p.is_file():
+    if not p.exists():
         raise CogragError(f"no attack file {p}")
     cases: list[InjectionCase] = []
-    for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
+    for where, value in json_values(p, "attack file"):
         try:
-            cases.append(InjectionCase.model_validate_json(line))
-        except ValueError as exc:
-            raise CogragError(f"{p}:{n}: not an attack case: {str(exc).splitlines()[0]}") from exc
+            cases.append(InjectionCase.model_validate(value))
+        except ValidationError as exc:
+            raise CogragError(f"{p} {where}: not an attack case: {field_problem(exc)}") from None
     for c in cases:
         if not (p.parent / c.doc).is_file():
             raise CogragError(f"{p}: case {c.id}: missing document {c.doc}")

@@ -7,8 +7,8 @@ from typing import Any
 
 from cograg.errors import CogragError
 from cograg.eval.kinds import EvalContext, register, report_for
-from cograg.eval.labelled import (VERDICTS, evaluate_contract, evaluate_routing, evaluate_verifier, label_summary,
-                                  load_records)
+from cograg.eval.labelled import (VERDICTS, contract_problem, evaluate_contract, evaluate_routing, evaluate_verifier,
+                                  label_summary, load_records, routing_problem, verifier_problem)
 from cograg.eval.report import EvalReport
 from cograg.eval.splits import select, spread
 
@@ -18,9 +18,19 @@ ROUTING_CALIBRATION = ("the rule table was written with the routing set's dev an
 
 
 def _qrels_split(directory: Path, wanted: str | None) -> str:
-    if wanted:
-        return wanted
+    # a folder that is not there has no qrels either, but "name the qrels split" would send the
+    # user looking for the wrong mistake
+    if not directory.is_dir():
+        raise CogragError(f"{directory} is a file, not a BEIR folder" if directory.exists()
+                          else f"no such folder {directory}")
+    if not (directory / "qrels").is_dir():
+        raise CogragError(f"not a BEIR folder: missing {directory / 'qrels'}")
     found = sorted(p.stem for p in (directory / "qrels").glob("*.tsv"))
+    if wanted:
+        if wanted not in found:
+            raise CogragError(f"{directory}: missing qrels/{wanted}.tsv for --qrels {wanted}; "
+                              f"the qrels splits found: {', '.join(found) or 'none'}")
+        return wanted
     if len(found) != 1:
         raise CogragError(f"{directory}: name the qrels split (--qrels), one of {', '.join(found) or 'none found'}")
     return found[0]
@@ -52,8 +62,10 @@ def run_retrieval(params: dict[str, Any], ctx: EvalContext) -> EvalReport:
     store = Path(params["store"]) if params.get("store") else ctx.store_for(directory.resolve().name)
     rows: list[dict[str, Any]] = []
     with ctx.open_engine(store) as engine:
+        _ingest_corpus(engine, directory, qrels, ctx)
+        # the corpus is in the store now: the engine's own ingest finds it unchanged
         result = engine.eval_retrieval(directory, qrels, modes=modes, limit=ctx.limit,
-                                       progress=ctx.progress.on_ingest, query_progress=ctx.progress.on_query,
+                                       progress=None, query_progress=ctx.progress.on_query,
                                        query_split=ctx.split, rows=rows)
         embedder = engine.settings.models.embedder
     summary: dict[str, Any] = {"queries": result["queries"]}
@@ -62,6 +74,17 @@ def run_retrieval(params: dict[str, Any], ctx: EvalContext) -> EvalReport:
     return report_for("retrieval", params, ctx, dataset=f"{directory} (qrels {qrels})", summary=summary, rows=rows,
                       gates={k: "higher" for k in summary if k != "queries"},
                       config={"embedder": embedder, "fusion": result.get("fusion"), "modes": ",".join(modes)})
+
+
+def _ingest_corpus(engine: Any, directory: Path, qrels: str, ctx: EvalContext) -> None:
+    """Check the BEIR files and ingest the corpus, refusing one the ingest skipped (not JSON lines,
+    empty, not UTF-8): the store would hold none of it and every score would read 0."""
+    from cograg.eval.retrieval import load_beir
+
+    corpus = load_beir(directory, qrels).corpus
+    summary = engine.ingest([corpus], progress=ctx.progress.on_ingest)
+    if summary.skipped:
+        raise CogragError(f"{corpus} cannot be used as the corpus: {summary.skipped[0].reason}")
 
 
 @register("answers", "EM/F1, contains-gold, refusals, ALCE citation precision/recall, cost per route")
@@ -115,7 +138,7 @@ def run_routing(params: dict[str, Any], ctx: EvalContext) -> EvalReport:
     from cograg.control.models import ROUTES
     from cograg.control.router import LLMRouteScorer, Router, load_rules
 
-    records = ctx.limited(select(load_records(params["file"]), ctx.split))
+    records = ctx.limited(select(load_records(params["file"], routing_problem), ctx.split))
     rules = load_rules(ctx.settings.routing.rules)
     scorer = None
     use_llm = params.get("router_llm")
@@ -132,7 +155,7 @@ def run_routing(params: dict[str, Any], ctx: EvalContext) -> EvalReport:
 
 @register("verifier", "macro-F1 of the claim judge's verdicts against claim/evidence/label pairs")
 def run_verifier(params: dict[str, Any], ctx: EvalContext) -> EvalReport:
-    records = ctx.limited(select(load_records(params["file"]), ctx.split))
+    records = ctx.limited(select(load_records(params["file"], verifier_problem), ctx.split))
     spec = params.get("judge") or ctx.settings.verification.judge
     judge = ctx.judge(spec if spec != "llm" else f"llm:{ctx.settings.models.llm}")
     rows = evaluate_verifier(records, judge, ctx.progress.on_query)
@@ -159,7 +182,7 @@ def verifier_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 @register("contract", "citation-contract validation of hand-written drafts (model-free)")
 def run_contract(params: dict[str, Any], ctx: EvalContext) -> EvalReport:
     # hand-written test cases, never used to tune anything: every case is evaluation material
-    rows = evaluate_contract(ctx.limited(load_records(params["file"])), ctx.progress.on_query)
+    rows = evaluate_contract(ctx.limited(load_records(params["file"], contract_problem)), ctx.progress.on_query)
     passed = sum(r["ok"] for r in rows)
     report = report_for("contract", params, ctx, dataset=str(params["file"]), rows=rows,
                         summary={"cases": len(rows), "pass_rate": round(passed / len(rows), 4) if rows else None},

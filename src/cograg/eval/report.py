@@ -17,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from cograg.errors import CogragError
+from cograg.eval.records import read_text
 
 Direction = Literal["higher", "lower"]
 Number = int | float
@@ -39,11 +40,10 @@ class EvalReport(BaseModel):
 
     def write(self, directory: Path) -> tuple[Path, Path]:
         """`<dir>/<name or kind>.json` and `.md`."""
-        directory.mkdir(parents=True, exist_ok=True)
         stem = self.name or self.kind
         json_path, md_path = directory / f"{stem}.json", directory / f"{stem}.md"
-        json_path.write_text(self.model_dump_json(indent=1), encoding="utf-8")
-        md_path.write_text(self.to_markdown(), encoding="utf-8")
+        write_text(json_path, self.model_dump_json(indent=1))
+        write_text(md_path, self.to_markdown())
         return json_path, md_path
 
     def to_markdown(self, *, max_rows: int = 50) -> str:
@@ -98,11 +98,26 @@ class Comparison(BaseModel):
         return out
 
 
-def load_report(path: Path | str) -> EvalReport:
+def write_text(path: Path, text: str) -> None:
+    """Write a report file, making its folder; a folder that cannot be made or written (a file
+    in its place, a read-only or virtual file system) is one line naming it."""
     try:
-        return EvalReport.model_validate_json(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CogragError(f"baseline {path} does not exist") from None
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise CogragError(f"cannot write the report to {path.parent}: it is a file, not a folder") from None
+    except OSError as exc:
+        raise CogragError(f"cannot make the report folder {path.parent}: {exc.strerror or exc}") from None
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise CogragError(f"cannot write the report {path}: {exc.strerror or exc}") from None
+
+
+def load_report(path: Path | str) -> EvalReport:
+    if not Path(path).exists():
+        raise CogragError(f"baseline {path} does not exist")
+    try:
+        return EvalReport.model_validate_json(read_text(path, "baseline"))
     except ValueError as exc:
         raise CogragError(f"baseline {path} is not an eval report: {str(exc).splitlines()[0]}") from None
 

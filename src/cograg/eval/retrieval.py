@@ -11,10 +11,12 @@ import json
 import math
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel
 
 from cograg.errors import CogragError
+from cograg.eval.records import load_objects, read_text, shown, text_problem
 from cograg.retrieval.models import SearchMode, SearchRequest
 
 
@@ -26,27 +28,53 @@ class BeirData(BaseModel):
 
 def load_beir(directory: Path | str, split: str) -> BeirData:
     d = Path(directory)
+    if not d.is_dir():
+        raise CogragError(f"{d} is a file, not a BEIR folder" if d.exists() else f"no such folder {d}")
     corpus, queries_file, qrels_file = d / "corpus.jsonl", d / "queries.jsonl", d / "qrels" / f"{split}.tsv"
     for f in (corpus, queries_file, qrels_file):
         if not f.is_file():
             raise CogragError(f"not a BEIR folder: missing {f}")
-    qrels: dict[str, dict[str, int]] = {}
-    with open(qrels_file, encoding="utf-8") as fh:
-        for line_no, line in enumerate(fh, start=1):
-            parts = line.rstrip("\n").split("\t")
-            if len(parts) < 3 or (line_no == 1 and not parts[2].lstrip("-").isdigit()):
-                continue  # header or blank
-            qrels.setdefault(parts[0], {})[parts[1]] = int(parts[2])
-    queries: dict[str, str] = {}
-    with open(queries_file, encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                rec = json.loads(line)
-                if rec["_id"] in qrels:
-                    queries[rec["_id"]] = rec["text"]
+    qrels = load_qrels(qrels_file)
+    queries = {qid: text for qid, text in load_queries(queries_file).items() if qid in qrels}
     if not queries:
         raise CogragError(f"no queries of split {split!r} have relevance judgements")
     return BeirData(corpus=corpus, queries=queries, qrels=qrels)
+
+
+def load_qrels(path: Path) -> dict[str, dict[str, int]]:
+    """query id -> corpus id -> relevance, from `query-id<TAB>corpus-id<TAB>score` rows under an
+    optional header. A row of another shape is an error: skipping it would score its query as if
+    nothing were relevant."""
+    qrels: dict[str, dict[str, int]] = {}
+    for line_no, line in enumerate(read_text(path, "qrels file").splitlines(), start=1):
+        if not line.strip():
+            continue
+        parts = line.split("\t")
+        if len(parts) < 3:
+            raise CogragError(f"{path} line {line_no}: not query-id, corpus-id and score separated by tabs")
+        try:
+            score = int(parts[2])
+        except ValueError:
+            if line_no == 1:
+                continue  # the header
+            raise CogragError(f"{path} line {line_no}: score {shown(parts[2])} is not a whole number") from None
+        qrels.setdefault(parts[0], {})[parts[1]] = score
+    return qrels
+
+
+def load_queries(path: Path) -> dict[str, str]:
+    """query id -> text, from JSON lines `{"_id", "text"}`."""
+    return {str(rec["_id"]): rec["text"] for rec in load_objects(path, _query_problem, "queries file")}
+
+
+def _query_problem(rec: dict[str, Any]) -> str | None:
+    # an id the qrels cannot name (a list, a bool) or a text the search cannot read
+    if "_id" not in rec or "text" not in rec:
+        return "a query needs _id and text"
+    qid = rec["_id"]
+    if isinstance(qid, bool) or not isinstance(qid, str | int) or not str(qid).strip():
+        return f"_id must be a non-empty string (got {shown(qid)})"
+    return text_problem(rec, "text")
 
 
 def ndcg_at_k(ranked: list[str], rels: dict[str, int], k: int = 10) -> float:

@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from cograg.errors import CogragError
 from cograg.eval.kinds import EvalContext, get_kind
+from cograg.eval.records import field_problem, read_text
 from cograg.eval.report import Comparison, EvalReport, compare, load_report
 from cograg.eval.splits import SPLIT_CHOICES
 
@@ -36,15 +37,15 @@ class SuiteEntry(BaseModel):
     name: str
     kind: str
     split: str = "evaluation"
-    limit: int | None = None
+    limit: int | None = Field(None, ge=1)
     baseline: str | None = None
-    tolerance: float | None = None
+    tolerance: float | None = Field(None, ge=0, allow_inf_nan=False)
     settings: dict[str, Any] = Field(default_factory=dict, description="section.key: value overrides")
     params: dict[str, Any] = Field(default_factory=dict)
 
 
 class Suite(BaseModel):
-    tolerance: float = 0.01
+    tolerance: float = Field(0.01, ge=0, allow_inf_nan=False)
     evals: list[SuiteEntry]
 
 
@@ -56,11 +57,11 @@ class SuiteResult(BaseModel):
 
 def load_suite(path: Path) -> Suite:
     try:
-        suite = Suite.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
-    except FileNotFoundError:
-        raise CogragError(f"no suite file {path}") from None
-    except (yaml.YAMLError, ValidationError) as exc:
+        suite = Suite.model_validate(yaml.safe_load(read_text(path, "suite file")))
+    except yaml.YAMLError as exc:
         raise CogragError(f"invalid suite {path}: {str(exc).splitlines()[0]}") from None
+    except ValidationError as exc:  # its first line only says "1 validation error for Suite"
+        raise CogragError(f"invalid suite {path}: {field_problem(exc)}") from None
     for e in suite.evals:
         if e.split not in SPLIT_CHOICES:
             raise CogragError(f"suite entry {e.name}: split must be one of {', '.join(SPLIT_CHOICES)}")
