@@ -405,9 +405,9 @@ def test_rules_file_loading(tmp_path: Path) -> None:
             load_rules(custom)
         assert "\n" not in str(bad.value)  # one line, as the CLI prints it
     custom.write_bytes(b"version: x@1\n\xff\xfe\n")
-    with pytest.raises(ConfigFileError, match=r"rules\.yaml are not UTF-8 text \(byte 13\)"):
+    with pytest.raises(ConfigFileError, match=r"routing rules file .*rules\.yaml is not UTF-8 text \(byte 13\)"):
         load_rules(custom)
-    with pytest.raises(ConfigFileError, match="cannot read routing rules .*missing.yaml: No such file"):
+    with pytest.raises(ConfigFileError, match="cannot read routing rules file .*missing.yaml: No such file"):
         load_rules(tmp_path / "missing.yaml")
 
 

@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, m
 
 from cograg.api.ratelimit import RateStoreUnavailable, process_storage, rate_storage
 from cograg.config import ServeConfig, Settings
+from cograg.datafiles import first_problem, read_utf8
 from cograg.errors import CogragError, ConfigError
 from cograg.retrieval.models import Principal
 
@@ -86,19 +87,14 @@ def key_digest(key: str) -> str:
 def load_keys(path: Path) -> list[ApiKey]:
     """The keys of a keys file; a file that cannot be read or is malformed is a ConfigError that
     names the problem but never a key."""
+    text = read_utf8(path.expanduser(), f"the keys file {path}", ConfigError)
     try:
-        data = yaml.safe_load(path.expanduser().read_text(encoding="utf-8")) or {}
+        data = yaml.safe_load(text) or {}
         keys = KeysFile.model_validate(data).keys
-    except OSError as exc:
-        raise ConfigError(f"cannot read the keys file {path}: {exc.strerror or type(exc).__name__}") from None
-    except UnicodeDecodeError:  # a ValueError, not an OSError; its text would quote the file's bytes
-        raise ConfigError(f"the keys file {path} is not UTF-8 text") from None
     except yaml.YAMLError:
         raise ConfigError(f"the keys file {path} is not valid YAML") from None
     except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first.get("loc", ()))
-        raise ConfigError(f"the keys file {path} is malformed at {where}: {first.get('msg')}") from None
+        raise ConfigError(f"the keys file {path} is malformed: {first_problem(exc)}") from None
     names = [k.name for k in keys]
     if len(set(names)) != len(names):
         raise ConfigError(f"the keys file {path} names a key holder twice")

@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 import yaml
 from pydantic import BaseModel, Field, ValidationError
 
+from cograg.datafiles import first_problem, read_utf8
 from cograg.errors import ConfigFileError
 from cograg.text import language_of
 
@@ -130,13 +131,7 @@ def load_rules(path: str | Path | None = None) -> RoutingRules:
     if path is None:
         return _packaged_rules().model_copy(deep=True)
     p = Path(path)
-    try:
-        raw = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:  # a ValueError, not an OSError
-        raise ConfigFileError(f"routing rules {p} are not UTF-8 text (byte {exc.start})") from exc
-    except OSError as exc:
-        raise ConfigFileError(f"cannot read routing rules {p}: {exc.strerror or exc}") from exc
-    return _parse_rules(raw, str(p))
+    return _parse_rules(read_utf8(p, f"routing rules file {p}", ConfigFileError), str(p))
 
 
 @lru_cache(maxsize=1)
@@ -161,9 +156,7 @@ def _parse_rules(raw: str, origin: str) -> RoutingRules:
     try:
         return RoutingRules.model_validate(data)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        key = ".".join(str(x) for x in first["loc"])
-        raise ConfigFileError(f"routing rules {origin} are invalid: {key}: {first['msg']}") from exc
+        raise ConfigFileError(f"routing rules {origin} are invalid: {first_problem(exc)}") from None
 
 
 __all__ = [

@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from cograg.datafiles import read_utf8
 from cograg.errors import CogragError
 
 # a record's problem in words ("route must be one of …"), or None when it can be used
@@ -24,20 +25,14 @@ Check = Callable[[dict[str, Any]], str | None]
 
 def read_text(path: Path | str, what: str = "") -> str:
     """The UTF-8 text of `path` (a `what`: "queries file", "baseline"); one line naming it when it
-    is missing, a folder, unreadable or not UTF-8 (a UnicodeDecodeError is a ValueError, not an
-    OSError, and its text quotes the raw bytes)."""
+    is missing, a folder, unreadable or not UTF-8 (`cograg.datafiles.read_utf8`)."""
     p = Path(path)
     named = f"{what} {p}" if what else str(p)
     if p.is_dir():
         raise CogragError(f"{named} is a directory, not a file")
     if not p.exists():
         raise CogragError(f"no such {what or 'file'} {p}")
-    try:
-        return p.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise CogragError(f"{named} is not UTF-8 text (byte {exc.start})") from None
-    except OSError as exc:
-        raise CogragError(f"cannot read {named}: {exc.strerror or exc}") from None
+    return read_utf8(p, named)
 
 
 def json_values(path: Path | str, what: str = "") -> Iterator[tuple[str, Any]]:

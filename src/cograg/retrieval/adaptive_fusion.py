@@ -22,6 +22,7 @@ from typing import Literal, TypeVar
 import numpy as np
 from pydantic import BaseModel, Field, ValidationError
 
+from cograg.datafiles import first_problem, read_utf8
 from cograg.errors import ConfigFileError
 
 K = TypeVar("K", bound=Hashable)
@@ -89,19 +90,11 @@ def load_calibration(path: Path | None) -> FusionCalibration | None:
     try:
         return FusionCalibration.model_validate(fields)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        key = ".".join(str(x) for x in first["loc"])
-        raise CalibrationFileError(f"fusion calibration file {p}: {key}: {first['msg']}") from exc
+        raise CalibrationFileError(f"fusion calibration file {p}: {first_problem(exc)}") from None
 
 
 def _read_calibration_json(p: Path) -> object:
-    # undecodable bytes and bad JSON are ValueErrors, not OSErrors: each gets its own message
-    try:
-        text = p.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise CalibrationFileError(f"fusion calibration file {p} is not UTF-8 text (byte {exc.start})") from exc
-    except OSError as exc:
-        raise CalibrationFileError(f"cannot read fusion calibration file {p}: {exc.strerror or exc}") from exc
+    text = read_utf8(p, f"fusion calibration file {p}", CalibrationFileError)
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:

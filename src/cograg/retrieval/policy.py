@@ -25,6 +25,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from cograg.datafiles import read_utf8
 from cograg.errors import ConfigFileError
 
 OLD_DOCUMENT = "old document"
@@ -74,7 +75,7 @@ def load_policy(path: Path | str | None) -> CorpusPolicy:
     if path is None:
         return CorpusPolicy()
     p = Path(path)
-    raw = _read_policy_text(p)
+    raw = read_utf8(p, f"policy file {p}", PolicyFileError)
     try:
         data = yaml.safe_load(raw)
     except yaml.YAMLError as exc:
@@ -97,12 +98,3 @@ def load_policy(path: Path | str | None) -> CorpusPolicy:
         policy.version = "sha256:" + hashlib.sha256(raw.encode()).hexdigest()[:12]
     return policy
 
-
-def _read_policy_text(p: Path) -> str:
-    # a file that is not UTF-8 text is a UnicodeDecodeError, a ValueError rather than an OSError
-    try:
-        return p.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise PolicyFileError(f"policy file {p} is not UTF-8 text (byte {exc.start})") from exc
-    except OSError as exc:
-        raise PolicyFileError(f"cannot read policy file {p}: {exc.strerror or exc}") from exc
