@@ -46,6 +46,9 @@ def test_a_broken_policy_file_is_a_server_error_in_the_api(tmp_path: Path):
         assert r.status_code == 500, r.text
         assert r.json() == {"error": "server_config",
                             "detail": "policy file corpus_policy.yaml is not valid YAML at line 4"}
+        # the streaming endpoint says the same, before its stream starts
+        r = client.post("/api/agent/qa/v2/stream", json={"question": "When did the Linden Bridge open?"})
+        assert r.status_code == 500 and r.json()["error"] == "server_config", r.text
         # a request's own mistake is still the client's: 400
         r = client.post("/api/agent/qa/v2", json={"question": "q", "model": "gguf:/etc/passwd"})
         assert r.status_code == 400 and r.json()["error"] == "bad_request"

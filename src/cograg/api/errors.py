@@ -93,6 +93,23 @@ def status_of(exc: CogragError) -> int:
     return 400
 
 
+def error_of(exc: CogragError) -> tuple[int, str]:
+    """(HTTP status, error code) of `exc` wherever it is raised: a handler, before a stream starts,
+    or inside one (its `error` event). A broken server file is the operator's to fix: logged, and
+    500 server_config; a ConfigError of the request's own (an unknown model) is 400."""
+    if isinstance(exc, ConfigFileError):
+        log.error("server configuration error: %s", exc)
+        return 500, _SERVER_CONFIG
+    status = 400 if isinstance(exc, ConfigError) else status_of(exc)
+    return status, _STATUS_NAMES.get(status, "error")
+
+
+def response_for(exc: CogragError) -> JSONResponse:
+    """The JSON error response of `exc` (`error_of`), with its Retry-After or WWW-Authenticate header."""
+    status, code = error_of(exc)
+    return error_response(status, str(exc), code, headers=error_headers(exc))
+
+
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _invalid(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -102,16 +119,9 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
         return error_response(exc.status_code, str(exc.detail))
 
-    @app.exception_handler(ConfigError)
-    async def _config(_: Request, exc: ConfigError) -> JSONResponse:
-        if isinstance(exc, ConfigFileError):
-            log.error("server configuration error: %s", exc)  # the operator must fix it, so it is logged
-            return error_response(500, str(exc), _SERVER_CONFIG)
-        return error_response(400, str(exc))
-
     @app.exception_handler(CogragError)
     async def _cograg(_: Request, exc: CogragError) -> JSONResponse:
-        return error_response(status_of(exc), str(exc), headers=error_headers(exc))
+        return response_for(exc)
 
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception) -> JSONResponse:
@@ -121,5 +131,5 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(500, detail)
 
 
-__all__ = ["NotFound", "PayloadTooLarge", "error_headers", "error_response", "install_error_handlers", "one_line",
-           "status_of", "validation_detail", "without_server_paths"]
+__all__ = ["NotFound", "PayloadTooLarge", "error_headers", "error_of", "error_response", "install_error_handlers", "one_line",
+           "response_for", "status_of", "validation_detail", "without_server_paths"]

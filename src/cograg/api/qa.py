@@ -19,9 +19,8 @@ from fastapi import APIRouter, Request
 from sse_starlette.sse import EventSourceResponse
 
 from cograg.api.access import check_session, may_read, stamp_trace
-from cograg.api.admission import Busy
 from cograg.api.auth import Caller, caller_of
-from cograg.api.errors import NotFound, error_response, one_line, status_of
+from cograg.api.errors import NotFound, error_of, one_line, response_for
 from cograg.api.schemas import QARequest, QAResponseV2
 from cograg.api.state import ApiState, api_state
 from cograg.api.views import file_names_only, hide_source_text, qa_simple, qa_v2
@@ -120,7 +119,7 @@ async def ask_v2_stream(body: QARequest, request: Request) -> Any:
         turn = await anyio.to_thread.run_sync(prepare, state, body, caller_of(request))
         visible = await anyio.to_thread.run_sync(state.engines.snippets_visible)
     except CogragError as exc:
-        return error_response(status_of(exc), str(exc))
+        return response_for(exc)
 
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
@@ -135,10 +134,8 @@ async def ask_v2_stream(body: QARequest, request: Request) -> Any:
         try:
             resp = await anyio.to_thread.run_sync(lambda: run_turn(state, turn, bus=bus, cancel=cancel))
             await queue.put(("answer", resp))
-        except Busy as exc:
-            await queue.put(("error", {"error": "too_many_requests", "detail": one_line(str(exc))}))
-        except CogragError as exc:
-            await queue.put(("error", {"error": "bad_request", "detail": one_line(str(exc))}))
+        except CogragError as exc:  # a full queue, a bad request, a broken server file: as the HTTP API says them
+            await queue.put(("error", {"error": error_of(exc)[1], "detail": one_line(str(exc))}))
         except Exception as exc:  # noqa: BLE001 - the stream ends with an error event, never a traceback
             await queue.put(("error", {"error": "internal", "detail": type(exc).__name__}))
 
