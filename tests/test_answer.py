@@ -194,6 +194,20 @@ def test_ambiguous_reference_gets_a_clarifying_question(eng: Engine, q: str):
     assert r.route == "CLARIFY" and r.clarification and r.fallback and llm.calls == []
 
 
+@pytest.mark.parametrize("q", ["", " \t\n", "why " * 1000])
+def test_a_question_no_turn_can_take_fails_before_the_model_starts_loading(eng: Engine, q: str):
+    # the model loaded in the background while the CLI printed its error and exited: llama.cpp's
+    # crash handler then wrote "pure virtual method called" and gdb's output after the one line
+    e = with_models(eng, llm=ScriptedLLM([]))
+    loads: list[str] = []
+    e.components.llm.prefetch = lambda: loads.append("prefetch")  # type: ignore[method-assign]
+    with pytest.raises(QuestionError):
+        e.ask(q)
+    assert loads == []
+    e.ask("Who designed the Linden Bridge?", mode="R0")  # a question it can take starts the load
+    assert loads == ["prefetch"]
+
+
 def test_bad_questions(eng: Engine, tmp_path: Path):
     with pytest.raises(QuestionError, match="empty"):
         ask(eng, ScriptedLLM([]), "  ")

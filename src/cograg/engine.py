@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
+from cograg.answer.answerer import checked_question
 from cograg.components import Components, build_components, deferred_llm
 from cograg.config import AnswerConfig, Settings
 from cograg.documents import Chunk, Document
@@ -175,6 +176,8 @@ class Engine:
             opts = opts.model_copy(update={"answer": config})
         if mode is not None:
             opts = opts.model_copy(update={"force_mode": _mode_name(mode)})
+        # a question no turn can take fails here, before a model starts loading in the background
+        checked_question(question, opts.answer.max_question_chars)
         # nearly every turn calls the LLM: its weights load while the query is embedded and routed
         self.components.llm.prefetch()
         scope = dict(search_options or {})

@@ -47,6 +47,17 @@ DESCRIBED_REASON = ('the answer names "{name}", which is the {phrase} that the q
                     'question asks. Find in the blocks what the question asks about {name}, and answer with that')
 
 
+def checked_question(question: str, max_chars: int) -> str:
+    """The stripped question, or QuestionError for an empty or oversized one (checked before any
+    model is loaded for it, and again by the answerer)."""
+    q = (question or "").strip()
+    if not q:
+        raise QuestionError("empty question")
+    if len(q) > max_chars:
+        raise QuestionError(f"question too long ({len(q)} characters; the limit is {max_chars})")
+    return q
+
+
 class QuestionError(CogragError):
     """The question cannot be answered as given (empty, too long)."""
 
@@ -134,12 +145,7 @@ class Answerer:
     # ------------------------------------------------------------------ main
     def check_question(self, question: str) -> str:
         """The stripped question, or QuestionError for an empty or oversized one."""
-        q = (question or "").strip()
-        if not q:
-            raise QuestionError("empty question")
-        if len(q) > self.config.max_question_chars:
-            raise QuestionError(f"question too long ({len(q)} characters; the limit is {self.config.max_question_chars})")
-        return q
+        return checked_question(question, self.config.max_question_chars)
 
     def record_prompt_versions(self, trace: Trace) -> None:
         for p in (self.system_prompt, self.user_prompt):
