@@ -512,3 +512,32 @@ def test_a_ref_no_file_system_takes_matches_nothing_in_one_short_line(cli, store
         res = cli(*args, "--store", store_dir)
         assert_one_line_error(res.exit_code, res.stdout, res.stderr, contains="no ")
         assert len(res.stderr) < 200
+
+
+def test_an_empty_store_in_the_environment_is_refused_too(cli, tmp_path: Path, folder: Path, monkeypatch) -> None:
+    # an exported but empty COGRAG_STORE reached the settings as the path "": a store in the current folder
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COGRAG_STORE", "")
+    res = cli("ingest", folder)
+    assert_one_line_error(res.exit_code, res.stdout, res.stderr, contains="invalid setting store: is empty")
+    assert not (tmp_path / DB_NAME).exists()
+
+
+def test_a_section_in_the_environment_that_is_not_json_is_one_line(cli, store_dir: Path, folder: Path,
+                                                                  monkeypatch) -> None:
+    assert cli("ingest", folder, "--store", store_dir).exit_code == 0
+    monkeypatch.setenv("COGRAG_ANSWER", "{bad")
+    res = cli("docs", "list", "--store", store_dir)
+    assert_one_line_error(res.exit_code, res.stdout, res.stderr,
+                          contains="invalid setting answer: COGRAG_ANSWER is not valid JSON")
+    assert res.exit_code == 1
+
+
+@pytest.mark.parametrize("model", ["bogus", "gguf:", "gguf:/nowhere/m.gguf", "openai:"])
+def test_ask_refuses_a_model_it_cannot_load_even_for_a_turn_that_needs_none(cli, store_dir: Path, folder: Path,
+                                                                             model: str) -> None:
+    # "Who designed it?" is asked back (CLARIFY) without a model call: --model went unchecked
+    assert cli("ingest", folder, "--store", store_dir).exit_code == 0
+    res = cli("ask", "Who designed it?", "--model", model, "--store", store_dir)
+    assert_one_line_error(res.exit_code, res.stdout, res.stderr)
+    assert "LLM" in res.stderr or "model file not found" in res.stderr

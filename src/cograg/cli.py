@@ -197,6 +197,9 @@ def ask(
     a self-corrective retrieve/grade/rewrite loop (R2), or a plan of sub-questions run as a DAG (R3);
     it asks back when the question is ambiguous and declines requests against policy."""
     settings = _settings(store, set_, embedder=embedder, llm=model, judge=judge)
+    from cograg.models.llm.factory import check_llm_spec
+
+    check_llm_spec(settings.models.llm)  # "--model bogus" is refused even by a turn that needs no model
     principal = None
     if groups is not None or user is not None:
         from cograg.retrieval.models import Principal

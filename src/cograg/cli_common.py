@@ -15,6 +15,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from pydantic import ValidationError
+from pydantic_settings import SettingsError
 from rich.console import Console
 from rich.markup import escape
 from typer.models import OptionInfo
@@ -130,6 +131,16 @@ def _check_utf8(fn: Callable[..., Any], kwargs: dict[str, Any]) -> None:
     raise fail(message("error.not_utf8", what=what, shown=shown))
 
 
+def _settings_problem(exc: SettingsError) -> str:
+    """A section given as JSON in the environment (COGRAG_ANSWER='{…') that is not JSON: pydantic-
+    settings says "error parsing value for field "answer" from source …", with no line to fix."""
+    field = re.search(r'field "([^"]+)"', str(exc))
+    if field is None:
+        return f"invalid settings: {exc}"
+    name = field.group(1)
+    return f"invalid setting {name}: COGRAG_{name.upper()} is not valid JSON (or set COGRAG_{name.upper()}__KEY)"
+
+
 def handle_errors(fn: F) -> F:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -145,6 +156,8 @@ def handle_errors(fn: F) -> F:
             where = ".".join(str(p) for p in first["loc"])
             msg = str(first["msg"]).removeprefix("Value error, ")
             raise fail(f"invalid setting {where}: {msg}" if where else f"invalid settings: {msg}") from None
+        except SettingsError as exc:
+            raise fail(_settings_problem(exc)) from None
         except KeyboardInterrupt:
             raise fail(message("error.interrupted"), 130) from None
         except Exception as exc:  # noqa: BLE001 - the last line of defence against tracebacks

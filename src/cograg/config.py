@@ -395,6 +395,15 @@ class Settings(BaseSettings):
         return (_NestedInit(settings_cls, init_settings), env_settings, _FlatEnv(settings_cls),
                 dotenv_settings, file_secret_settings)
 
+    @field_validator("store", mode="before")
+    @classmethod
+    def _store_given(cls, value: object) -> object:
+        # COGRAG_STORE="" (an empty export) would be the path "", the current folder, where a
+        # store would be made without anyone asking for it there
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("is empty: give the store's directory, or unset COGRAG_STORE for ~/.cograg")
+        return value
+
     @field_validator("index")
     @classmethod
     def _index_form(cls, value: str) -> str:
