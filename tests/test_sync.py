@@ -443,3 +443,19 @@ def test_store_from_environment(cli, store_dir: Path, docs_dir: Path, monkeypatc
     assert (store_dir / "cograg.db").is_file()
     res = cli("docs", "list", "--json")
     assert len(json.loads(res.stdout)) == 4
+
+
+def test_the_engine_ingests_one_path_given_alone_and_refuses_an_empty_one(tmp_path: Path) -> None:
+    # a string is iterable: "docs" was read as the paths "d", "o", "c", "s"
+    from cograg.config import Settings
+    from cograg.engine import Engine
+    from cograg.errors import IngestError
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.txt").write_text("Trams run at night.\n", encoding="utf-8")
+    with Engine.open(settings=Settings(store=tmp_path / "s", models={"embedder": "none"})) as engine:
+        assert engine.ingest(str(folder)).added == 1
+        assert engine.ingest(folder).unchanged == 1
+        with pytest.raises(IngestError, match="no path given"):
+            engine.ingest("")

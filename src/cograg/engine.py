@@ -17,7 +17,7 @@ from cograg.answer.answerer import checked_question
 from cograg.components import Components, build_components, deferred_llm
 from cograg.config import AnswerConfig, Settings
 from cograg.documents import Chunk, Document
-from cograg.errors import ConfigError, StoreError
+from cograg.errors import ConfigError, IngestError, StoreError
 from cograg.ingest.models import IngestSummary
 from cograg.ingest.pipeline import ProgressCallback, ingest_paths
 from cograg.retrieval.adaptive_fusion import load_calibration
@@ -261,10 +261,16 @@ class Engine:
             raise StoreError(f"no trace {shown_ref(trace_id)}" + _SHORT_PREFIX * (0 < len(trace_id) < 4))
         return found
 
-    def ingest(self, paths: list[Path | str], *, tags: list[str] | None = None,
+    def ingest(self, paths: list[Path | str] | Path | str, *, tags: list[str] | None = None,
                acl: list[str] | None = None, progress: ProgressCallback | None = None) -> IngestSummary:
         """Sync files/folders into the store (see :func:`cograg.ingest.pipeline.ingest_paths`),
-        embedding new and changed chunks in the same transaction as their rows."""
+        embedding new and changed chunks in the same transaction as their rows. One path may be
+        given alone; an empty list re-syncs every folder ingested before."""
+        if isinstance(paths, (str, Path)):
+            # a string is no list of paths: "docs" would be read a character a path
+            if not str(paths).strip():
+                raise IngestError("no path given: name a file or folder (an empty list re-syncs the known folders)")
+            paths = [paths]
         self.components.embedder.get()  # new chunks are embedded with it (the store checks it matches)
         summary = ingest_paths(self.store, paths, settings=self.settings, tags=tags, acl=acl,
                                progress=progress)
