@@ -318,7 +318,9 @@ class Engine:
         from cograg.eval.retrieval import evaluate, load_beir
 
         data = load_beir(beir_dir, split)
-        self.ingest([data.corpus], progress=progress)
+        skipped = self.ingest([data.corpus], progress=progress).skipped
+        if skipped:  # none of it would be in the store, and every score would read 0
+            raise IngestError(f"{data.corpus} cannot be used as the corpus: {skipped[0].reason}")
 
         def run(req: SearchRequest) -> list[str | None]:
             res = self.components.retriever.get().search(req)

@@ -18,11 +18,11 @@ ROUTING_CALIBRATION = ("the rule table was written with the routing set's dev an
 
 
 def _qrels_split(directory: Path, wanted: str | None) -> str:
+    from cograg.eval.retrieval import check_beir_folder
+
     # a folder that is not there has no qrels either, but "name the qrels split" would send the
     # user looking for the wrong mistake
-    if not directory.is_dir():
-        raise CogragError(f"{directory} is a file, not a BEIR folder" if directory.exists()
-                          else f"no such folder {directory}")
+    check_beir_folder(directory)
     if not (directory / "qrels").is_dir():
         raise CogragError(f"not a BEIR folder: missing {directory / 'qrels'}")
     found = sorted(p.stem for p in (directory / "qrels").glob("*.tsv"))
@@ -62,10 +62,8 @@ def run_retrieval(params: dict[str, Any], ctx: EvalContext) -> EvalReport:
     store = Path(params["store"]) if params.get("store") else ctx.store_for(directory.resolve().name)
     rows: list[dict[str, Any]] = []
     with ctx.open_engine(store) as engine:
-        _ingest_corpus(engine, directory, qrels, ctx)
-        # the corpus is in the store now: the engine's own ingest finds it unchanged
         result = engine.eval_retrieval(directory, qrels, modes=modes, limit=ctx.limit,
-                                       progress=None, query_progress=ctx.progress.on_query,
+                                       progress=ctx.progress.on_ingest, query_progress=ctx.progress.on_query,
                                        query_split=ctx.split, rows=rows)
         embedder = engine.settings.models.embedder
     summary: dict[str, Any] = {"queries": result["queries"]}
@@ -74,17 +72,6 @@ def run_retrieval(params: dict[str, Any], ctx: EvalContext) -> EvalReport:
     return report_for("retrieval", params, ctx, dataset=f"{directory} (qrels {qrels})", summary=summary, rows=rows,
                       gates={k: "higher" for k in summary if k != "queries"},
                       config={"embedder": embedder, "fusion": result.get("fusion"), "modes": ",".join(modes)})
-
-
-def _ingest_corpus(engine: Any, directory: Path, qrels: str, ctx: EvalContext) -> None:
-    """Check the BEIR files and ingest the corpus, refusing one the ingest skipped (not JSON lines,
-    empty, not UTF-8): the store would hold none of it and every score would read 0."""
-    from cograg.eval.retrieval import load_beir
-
-    corpus = load_beir(directory, qrels).corpus
-    summary = engine.ingest([corpus], progress=ctx.progress.on_ingest)
-    if summary.skipped:
-        raise CogragError(f"{corpus} cannot be used as the corpus: {summary.skipped[0].reason}")
 
 
 @register("answers", "EM/F1, contains-gold, refusals, ALCE citation precision/recall, cost per route")

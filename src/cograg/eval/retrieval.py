@@ -26,10 +26,15 @@ class BeirData(BaseModel):
     qrels: dict[str, dict[str, int]]
 
 
-def load_beir(directory: Path | str, split: str) -> BeirData:
-    d = Path(directory)
+def check_beir_folder(d: Path) -> None:
+    """A one-line error where `d` is no folder at all (missing, or a file in its place)."""
     if not d.is_dir():
         raise CogragError(f"{d} is a file, not a BEIR folder" if d.exists() else f"no such folder {d}")
+
+
+def load_beir(directory: Path | str, split: str) -> BeirData:
+    d = Path(directory)
+    check_beir_folder(d)
     corpus, queries_file, qrels_file = d / "corpus.jsonl", d / "queries.jsonl", d / "qrels" / f"{split}.tsv"
     for f in (corpus, queries_file, qrels_file):
         if not f.is_file():
