@@ -81,11 +81,7 @@ def _cached_llm(spec: str, cache_dir: str) -> LLM:
         return LlamaCppLLM(path, name=f"llama.cpp:{path.stem}", prefix_state_dir=_prefix_state_dir(cache_dir),
                            lookup_draft=_lookup_draft())
     if spec.startswith("gguf:"):
-        rest = spec[len("gguf:") :]
-        path_text, _, frag = rest.partition("#")
-        if not path_text.strip():
-            raise _unknown(spec)
-        path = Path(path_text.strip()).expanduser()
+        path, frag = _gguf_parts(spec)
         if frag:
             key, _, value = frag.partition("=")
             if key.strip().lower() != "sha256" or not value.strip():
@@ -121,17 +117,24 @@ def check_llm_spec(spec: str | None) -> None:
     if key in PROFILES:
         return
     if key.startswith("gguf:"):
-        path_text = key[len("gguf:"):].partition("#")[0].strip()
-        if not path_text:
-            raise _unknown(spec)
-        if not Path(path_text).expanduser().is_file():
-            raise LLMUnavailable(f"model file not found: {Path(path_text).expanduser()}")
+        path, _ = _gguf_parts(key, spec)
+        if not path.is_file():
+            raise LLMUnavailable(f"model file not found: {path}")
         return
     if key.startswith("openai:"):
         if not key[len("openai:"):].partition("#")[0].strip():
             raise _unknown(spec)
         return
     raise _unknown(spec)
+
+
+def _gguf_parts(key: str, given: str | None = None) -> tuple[Path, str]:
+    """(model file, "#" fragment) of a "gguf:PATH[#sha256=HEX]" spec key; without a path, a
+    ModelError quoting the spec as `given`."""
+    path_text, _, frag = key[len("gguf:"):].partition("#")
+    if not path_text.strip():
+        raise _unknown(key if given is None else given)
+    return Path(path_text.strip()).expanduser(), frag
 
 
 def _spec_key(spec: str | None) -> str:
