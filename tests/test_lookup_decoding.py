@@ -104,3 +104,19 @@ def test_a_bad_draft_length_is_a_one_line_error(monkeypatch, value):
     with pytest.raises(ModelError, match=factory.LOOKUP_ENV) as info:
         factory._lookup_draft()
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(("value", "kept"), [("", True), ("1", True), ("yes", True), ("0", False), ("Off", False)])
+def test_the_prefix_state_switch_comes_from_the_environment(monkeypatch, tmp_path, value, kept):
+    monkeypatch.setenv(factory.PREFIX_STATE_ENV, value)
+    assert (factory._prefix_state_dir(str(tmp_path)) is not None) is kept
+
+
+@pytest.mark.parametrize("value", ["of", "disable", "2"])
+def test_a_misspelt_prefix_state_switch_is_refused_with_the_model_check(monkeypatch, value):
+    # Read as "on" before, so "of" kept the states its user meant to turn off.
+    monkeypatch.setenv(factory.PREFIX_STATE_ENV, value)
+    with pytest.raises(ModelError, match=factory.PREFIX_STATE_ENV) as info:
+        factory.check_llm_spec("default")
+    assert "\n" not in str(info.value) and value in str(info.value)
+    factory.check_llm_spec("openai:http://localhost:1/v1")  # a switch of the embedded models only

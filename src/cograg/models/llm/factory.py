@@ -42,11 +42,16 @@ def _unknown(spec: Any) -> ModelError:
 # Set to 0/false/off to keep no prompt-prefix states on disk (see models.llm.prefix_state).
 PREFIX_STATE_ENV = "COGRAG_LLM_PREFIX_STATE"
 _OFF = ("0", "false", "off", "no")  # what an environment switch accepts for "off"
+_ON = ("1", "true", "on", "yes")
 
 
 def _prefix_state_dir(cache_dir: str) -> Path | None:
-    if os.environ.get(PREFIX_STATE_ENV, "").strip().lower() in _OFF:
+    raw = os.environ.get(PREFIX_STATE_ENV, "").strip().lower()
+    if raw in _OFF:
         return None
+    if raw and raw not in _ON:
+        # A misspelt "of" or "disable" would otherwise keep the states the user meant to turn off.
+        raise ModelError(f"${PREFIX_STATE_ENV} must be one of {', '.join(_ON + _OFF)}, got {raw[:40]!r}")
     return Path(cache_dir) / "prefix-state"
 
 
@@ -66,7 +71,7 @@ def _lookup_draft() -> int:
     try:
         value = int(raw)
     except ValueError:
-        raise ModelError(f"${LOOKUP_ENV} must be a draft length (0 = off), got {raw!r}") from None
+        raise ModelError(f"${LOOKUP_ENV} must be a draft length (0 = off), got {raw[:40]!r}") from None
     if not 0 <= value <= 64:
         raise ModelError(f"${LOOKUP_ENV} must be between 0 and 64, got {value}")
     return value
@@ -114,6 +119,9 @@ def check_llm_spec(spec: str | None) -> None:
     from cograg.models.model_files import PROFILES
 
     key = _spec_key(spec)
+    if key in PROFILES or key.startswith("gguf:"):
+        _prefix_state_dir("")  # the embedded models' environment switches, checked with the spec
+        _lookup_draft()
     if key in PROFILES:
         return
     if key.startswith("gguf:"):
