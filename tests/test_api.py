@@ -231,6 +231,14 @@ def test_a_ref_no_file_system_takes_is_a_short_404(client: TestClient):
         assert len(r.json()["detail"]) < 200
 
 
+def test_a_trailing_slash_reaches_the_same_endpoint_never_a_redirect(client: TestClient):
+    # Starlette sent every "/api/x/" on with a 307 to "/api/x", for DELETE to a URL that takes only GET.
+    assert client.get("/api/documents/", follow_redirects=False).json() == client.get("/api/documents").json()
+    for method, path in (("DELETE", "/api/documents/"), ("DELETE", "/api/sessions/")):
+        r = client.request(method, path, follow_redirects=False)
+        assert r.status_code == 405 and r.json()["error"] == "method_not_allowed", (path, r.status_code)
+
+
 def test_documents_upload_list_delete(client: TestClient):
     files = {"files": ("notes.md", b"# Notes\n\nThe ferry leaves at 9 am from pier four.\n", "text/markdown")}
     r = client.post("/api/documents", files=files, data={"tags": "ferry"})

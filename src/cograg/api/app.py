@@ -39,6 +39,21 @@ MAX_UPLOAD_ENV = "COGRAG_SERVE_MAX_UPLOAD_MB"
 WEB_DIR = Path(str(resources.files("cograg") / "web"))
 
 
+class TrailingSlashOff:
+    """Serves "/api/x/" as "/api/x". Starlette's own answer is a 307 to "/api/x" even for a method
+    that path does not take, so `DELETE /api/documents/` was sent on to a GET-only URL."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        path = scope.get("path", "")
+        if scope["type"] in ("http", "websocket") and path.startswith("/api/") and len(path) > 5 \
+                and path.endswith("/"):
+            scope = dict(scope, path=path.rstrip("/") or "/")
+        await self.app(scope, receive, send)
+
+
 def create_app(settings: Settings | None = None, *, engines: EngineFactory | None = None,
                max_upload_mb: float | None = None, max_running: int = 4, max_waiting: int = 16,
                **parts: Any) -> FastAPI:
@@ -48,7 +63,7 @@ def create_app(settings: Settings | None = None, *, engines: EngineFactory | Non
     settings = settings or Settings()
     engines = engines or EngineFactory(settings, **parts)
     limit_mb = max_upload_mb if max_upload_mb is not None else min(DEFAULT_MAX_UPLOAD_MB, settings.max_file_mb)
-    app = FastAPI(title="cograg", version=__version__,
+    app = FastAPI(title="cograg", version=__version__, redirect_slashes=False,
                   description="Verified, cited answers over your documents (Chinese and English).")
     metrics = Metrics()
     app.state.cograg = ApiState(engines=engines, metrics=metrics,
@@ -58,6 +73,7 @@ def create_app(settings: Settings | None = None, *, engines: EngineFactory | Non
                                 gate=Gatekeeper.from_settings(engines.settings))
     install_error_handlers(app)
     app.middleware("http")(metrics.middleware)
+    app.add_middleware(TrailingSlashOff)
     for router in ROUTERS:  # every other endpoint knows its caller (API key → principal) and rate-limits it
         app.include_router(router, dependencies=[] if router in OPEN_ROUTERS else [Depends(authenticate)])
 
