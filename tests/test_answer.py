@@ -194,7 +194,7 @@ def test_ambiguous_reference_gets_a_clarifying_question(eng: Engine, q: str):
     assert r.route == "CLARIFY" and r.clarification and r.fallback and llm.calls == []
 
 
-@pytest.mark.parametrize("q", ["", " \t\n", "why " * 1000])
+@pytest.mark.parametrize("q", ["", " \t\n", "why " * 1000, "?", "？！", "... ___ --"])
 def test_a_question_no_turn_can_take_fails_before_the_model_starts_loading(eng: Engine, q: str):
     # the model loaded in the background while the CLI printed its error and exited: llama.cpp's
     # crash handler then wrote "pure virtual method called" and gdb's output after the one line
@@ -206,6 +206,20 @@ def test_a_question_no_turn_can_take_fails_before_the_model_starts_loading(eng: 
     assert loads == []
     e.ask("Who designed the Linden Bridge?", mode="R0")  # a question it can take starts the load
     assert loads == ["prefetch"]
+
+
+@pytest.mark.parametrize("mode", [None, "R1_ONE_SHOT_RETRIEVE", "R2_MULTI_RETRIEVE", "R3_DAG_PLAN"])
+@pytest.mark.parametrize("embedder", ["hashing", None])
+def test_an_empty_store_refuses_without_a_model_call_in_every_mode(tmp_path: Path, mode, embedder):
+    # R2 asked the model for a rewrite and R3 for a plan (about 15 s on the embedded model) before
+    # refusing: there was nothing to grade, rewrite towards or plan over.
+    settings = Settings(store=tmp_path / "s", models={"embedder": "none"} if embedder is None else {})
+    llm = ScriptedLLM([])
+    parts = {"embedder": HashingEmbedder()} if embedder else {}
+    with Engine.open(settings=settings, llm=llm, judge=LexicalJudge(), **parts) as e:
+        r = e.ask("Who designed the Linden Bridge?", mode=mode)
+    assert r.fallback and r.route == "REFUSED" and llm.calls == []
+    assert any("the store is empty" in note for note in r.notes), r.notes
 
 
 def test_bad_questions(eng: Engine, tmp_path: Path):

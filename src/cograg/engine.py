@@ -153,7 +153,7 @@ class Engine:
                             answerer_factory=lambda s, cfg: self.answerer(cfg, search=s, save_traces=False),
                             judge=parts.judge.get(), chunk_text=chunk_text,
                             save_trace=lambda t: self._save_trace(t, t.route or "answer"), bus=bus,
-                            rules=parts.rules.get())
+                            rules=parts.rules.get(), corpus_empty=lambda: self.store.count_chunks() == 0)
 
     def ask(self, question: str, *, principal: Principal | None = None, config: AnswerConfig | None = None,
             mode: str | None = None, options: Any = None, bus: Any = None, cancel: Any = None,

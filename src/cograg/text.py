@@ -42,6 +42,13 @@ def numbers_in(text: str) -> set[str]:
 
 
 _NON_WORD = re.compile(r"[\W_]+")
+_WORD_CHAR = re.compile(r"[^\W_]")
+
+
+def has_word_characters(text: str) -> bool:
+    """Whether `text` has a letter, digit or CJK character: something a search can look for
+    (a question of only punctuation or symbols has not)."""
+    return _WORD_CHAR.search(text) is not None
 # A claim this long (normalised characters) that occurs verbatim in its cited text needs no judge:
 # shorter spans ("1844", a bare name) only mean something as an answer, which the judge decides.
 VERBATIM_MIN_CHARS = 16

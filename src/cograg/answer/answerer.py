@@ -32,7 +32,7 @@ from cograg.questions import expects_number, has_number, needs_clarification
 from cograg.retrieval.hops import with_follow_up
 from cograg.retrieval.models import SearchResult
 from cograg.retrieval.packing import ContextBlock, block_holding, pack_context
-from cograg.text import is_chinese, language_of, shown_score
+from cograg.text import has_word_characters, is_chinese, language_of, shown_score
 from cograg.trace import RecordingLLM, Trace
 
 __all__ = ["AnswerConfig", "AnswerResponse", "Answerer", "QuestionError", "RemovedCounts", "record_outcome",
@@ -48,13 +48,15 @@ DESCRIBED_REASON = ('the answer names "{name}", which is the {phrase} that the q
 
 
 def checked_question(question: str, max_chars: int) -> str:
-    """The stripped question, or QuestionError for an empty or oversized one (checked before any
-    model is loaded for it, and again by the answerer)."""
+    """The stripped question, or QuestionError for an empty or oversized one or one with no word
+    to search for (checked before any model is loaded for it, and again by the answerer)."""
     q = (question or "").strip()
     if not q:
         raise QuestionError("empty question")
     if len(q) > max_chars:
         raise QuestionError(f"question too long ({len(q)} characters; the limit is {max_chars})")
+    if not has_word_characters(q):
+        raise QuestionError("the question has no words, only punctuation or symbols")
     return q
 
 
@@ -144,7 +146,7 @@ class Answerer:
 
     # ------------------------------------------------------------------ main
     def check_question(self, question: str) -> str:
-        """The stripped question, or QuestionError for an empty or oversized one."""
+        """The stripped question, or QuestionError for an empty or oversized one, or one with no word."""
         return checked_question(question, self.config.max_question_chars)
 
     def record_prompt_versions(self, trace: Trace) -> None:
@@ -196,8 +198,10 @@ class Answerer:
         trace.event("EVIDENCE_SELECTED" if preset else "RETRIEVED", hits=len(result.hits),
                     evidence=result.evidence_score, evidence_source=result.evidence_source)
         if not result.hits or (evidence_gate and not self._evidence_ok(result)):
-            best = f"best score {shown_score(result.evidence_score)} ({result.evidence_source})"
-            return finish(trace, refusal(q, trace, result, f"insufficient evidence: {best}"))
+            why = f"insufficient evidence: best score {shown_score(result.evidence_score)} ({result.evidence_source})"
+            if not result.hits and result.notes:  # why the search found nothing: an empty store, no words
+                why += "; " + "; ".join(result.notes)
+            return finish(trace, refusal(q, trace, result, why))
 
         pack = pack_context(result.hits[:self.config.retrieve_hits], self.config.context_budget_tokens,
                             order=self.config.pack_order)

@@ -39,8 +39,10 @@ class Orchestrator:
     def __init__(self, *, search: Callable[[str, int], SearchResult], llm: Any, answerer_factory: Callable[
                  [Callable[[str], SearchResult], AnswerConfig], Answerer], judge: Any,
                  chunk_text: Callable[[str], str], save_trace: Callable[[Trace], None] | None = None,
-                 bus: EventBus | None = None, rules: Any = None) -> None:
+                 bus: EventBus | None = None, rules: Any = None,
+                 corpus_empty: Callable[[], bool] | None = None) -> None:
         self.search = search
+        self.corpus_empty = corpus_empty
         self.llm = llm
         self.answerer_factory = answerer_factory
         self.judge = judge
@@ -184,6 +186,12 @@ class Orchestrator:
                 forced, why = "R1_ONE_SHOT_RETRIEVE", f"{why} refused: the question needs facts -> R1_ONE_SHOT_RETRIEVE"
             decision = decision.model_copy(update={
                 "mode": forced, "route": ROUTE_OF_MODE[forced], "reasons": decision.reasons + [why]})
+        if decision.mode in ("R2_MULTI_RETRIEVE", "R3_DAG_PLAN") and self.corpus_empty is not None \
+                and self.corpus_empty():
+            # nothing to grade, rewrite towards or plan over: R1's one search refuses without a model call
+            one = "R1_ONE_SHOT_RETRIEVE"
+            decision = decision.model_copy(update={"mode": one, "route": ROUTE_OF_MODE[one], "reasons": (
+                decision.reasons + [f"the store holds no passage: {decision.mode} -> {one}"])})
         trace.decision = decision.model_dump()
         trace.prompt_versions.update({"routing_rules": decision.rules_version})
         if scorer is not None:

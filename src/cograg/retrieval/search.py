@@ -6,7 +6,6 @@ module decides ranking, filtering and what the caller is told about the evidence
 
 from __future__ import annotations
 
-import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
@@ -22,8 +21,7 @@ from cograg.retrieval.fusion import rrf, weighted_fusion
 from cograg.retrieval.models import (MAX_QUERY_CHARS, RetrieverHit, SearchHit, SearchRequest,
                                      SearchResult)
 from cograg.retrieval.policy import OLD_DOCUMENT, CorpusPolicy
-
-_SEARCHABLE = re.compile(r"[^\W_]", re.UNICODE)
+from cograg.text import has_word_characters
 
 
 class QueryError(CogragError):
@@ -127,7 +125,7 @@ class Retriever:
             query = query[:MAX_QUERY_CHARS]
             notes.append(f"query truncated to {MAX_QUERY_CHARS} characters")
         queries = [query] + [v.strip()[:MAX_QUERY_CHARS] for v in req.variants if v.strip()]
-        queries = [q for q in dict.fromkeys(queries) if _SEARCHABLE.search(q)]
+        queries = [q for q in dict.fromkeys(queries) if has_word_characters(q)]
         if not queries:
             notes.append("the query has no searchable words (only punctuation or symbols)")
             return SearchResult(query=query, mode=req.mode, hits=[], notes=notes,
@@ -200,6 +198,8 @@ class Retriever:
             if reranked:
                 evidence, evidence_source = hits_out[0].rerank_score, f"reranker:{self.reranker.name}"
             timings["rerank"] = (time.perf_counter() - t0) * 1000
+        if not order and mode == "bm25" and self.store.count_chunks() == 0:
+            notes.append("the store is empty")  # as the vector path says: no rewrite or other words can help
         timings["total"] = (time.perf_counter() - started) * 1000
         return SearchResult(query=query, mode=mode, hits=hits_out[:req.k], evidence_score=evidence,
                             evidence_source=evidence_source, best_cosine=best_cos, policy_version=self.policy.policy_version(),
