@@ -210,6 +210,20 @@ def test_lazy_prefetch_builds_in_the_background_once() -> None:
     assert builders == ["cograg-prefetch"]
 
 
+def test_a_process_exits_only_after_its_background_load(tmp_path: Path) -> None:
+    # A turn that needed no model (a refusal) ended the process while llama.cpp still loaded in the
+    # background; finalising Python under that load sometimes printed "pure virtual method called".
+    import subprocess
+    import sys
+
+    done = tmp_path / "loaded"
+    script = ("import time; from pathlib import Path; from cograg.components import Lazy\n"
+              f"Lazy(lambda: (time.sleep(1.0), Path({str(done)!r}).write_text('ok'))).prefetch()\n")
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert done.read_text() == "ok"  # the interpreter waited for the load before finalising
+
+
 def test_lazy_prefetch_failure_is_raised_by_get() -> None:
     import threading
 

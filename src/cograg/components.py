@@ -64,7 +64,10 @@ class Lazy(Generic[T]):
             if self._build is None or self._prefetching:
                 return
             self._prefetching = True
-        threading.Thread(target=self._build_quietly, name="cograg-prefetch", daemon=True).start()
+        # Not a daemon: a process whose turn needed no model (a refusal, small talk) waits at exit
+        # for the load to end. Finalising Python under a llama.cpp load printed "pure virtual
+        # method called" and a crash dump after the answer.
+        threading.Thread(target=self._build_quietly, name="cograg-prefetch", daemon=False).start()
 
     def _build_quietly(self) -> None:
         try:
