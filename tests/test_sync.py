@@ -459,3 +459,23 @@ def test_the_engine_ingests_one_path_given_alone_and_refuses_an_empty_one(tmp_pa
         assert engine.ingest(folder).unchanged == 1
         with pytest.raises(IngestError, match="no path given"):
             engine.ingest("")
+
+
+def test_a_second_ingest_into_a_store_waits_for_the_first_and_finds_its_files_unchanged(tmp_path, docs_dir):
+    # Two `cograg ingest` of one folder at once both reported the same files as added (12 of 9).
+    import threading
+
+    from cograg.engine import Engine
+    from cograg.locks import directory_lock
+
+    settings = Settings(store=tmp_path / "store")
+    waited, reports = threading.Event(), {}
+    with Engine.open(settings=settings) as first, Engine.open(settings=settings) as second:
+        with directory_lock(first.store.directory):  # the first ingest, as another process holds it
+            thread = threading.Thread(target=lambda: reports.update(second=second.ingest(docs_dir,
+                                                                                         on_wait=waited.set)))
+            thread.start()
+            assert waited.wait(30)
+            reports["first"] = ingest_paths(first.store, [docs_dir], settings=settings)
+        thread.join(60)
+    assert (reports["first"].added, reports["second"].added, reports["second"].unchanged) == (4, 0, 4)

@@ -45,7 +45,8 @@ def ingest(
                          chunk_overlap=chunk_overlap, max_file_mb=max_file_mb, embedder=embedder)
     with Engine.open(settings=settings) as engine, RunProgress(err) as progress:
         summary = engine.ingest(list(paths or []), tags=_split_opt(tags), acl=_split_opt(acl),
-                                progress=progress.on_ingest)
+                                progress=progress.on_ingest, on_wait=lambda: err.print(
+                                    "waiting for another ingest into this store to finish", highlight=False))
     if as_json:
         data = summary.model_dump(include={"added", "updated", "unchanged", "deleted", "skipped",
                                            "warnings", "chunks"})

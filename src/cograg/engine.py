@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from cograg.documents import Chunk, Document
 from cograg.errors import ConfigError, IngestError, StoreError
 from cograg.ingest.models import IngestSummary
 from cograg.ingest.pipeline import ProgressCallback, ingest_paths
+from cograg.locks import directory_lock
 from cograg.retrieval.adaptive_fusion import load_calibration
 from cograg.retrieval.feedback_settings import FeedbackSettings
 from cograg.retrieval.models import Principal, SearchRequest, SearchResult
@@ -262,20 +264,24 @@ class Engine:
         return found
 
     def ingest(self, paths: list[Path | str] | Path | str, *, tags: list[str] | None = None,
-               acl: list[str] | None = None, progress: ProgressCallback | None = None) -> IngestSummary:
+               acl: list[str] | None = None, progress: ProgressCallback | None = None,
+               on_wait: Callable[[], None] | None = None) -> IngestSummary:
         """Sync files/folders into the store (see :func:`cograg.ingest.pipeline.ingest_paths`),
         embedding new and changed chunks in the same transaction as their rows. One path may be
-        given alone; an empty list re-syncs every folder ingested before."""
+        given alone; an empty list re-syncs every folder ingested before. One ingest into a store
+        runs at a time, across processes: another waits (`on_wait` is called first), then finds
+        what the first wrote unchanged, instead of both reporting the same files as added."""
         if isinstance(paths, (str, Path)):
             # a string is no list of paths: "docs" would be read a character a path
             if not str(paths).strip():
                 raise IngestError("no path given: name a file or folder (an empty list re-syncs the known folders)")
             paths = [paths]
         self.components.embedder.get()  # new chunks are embedded with it (the store checks it matches)
-        summary = ingest_paths(self.store, paths, settings=self.settings, tags=tags, acl=acl,
-                               progress=progress)
-        if self.store.backfill_vectors():
-            summary.chunks = self.store.count_chunks()
+        with directory_lock(self.store.directory, on_wait=on_wait):
+            summary = ingest_paths(self.store, paths, settings=self.settings, tags=tags, acl=acl,
+                                   progress=progress)
+            if self.store.backfill_vectors():
+                summary.chunks = self.store.count_chunks()
         if self._memory_in_use():  # facts whose source changed or went are no longer facts (E2)
             self.memory().sync(force=True)
         return summary

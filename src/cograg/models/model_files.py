@@ -24,11 +24,11 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
+from cograg.locks import directory_lock
 from cograg.models import ModelError
 
 _CHUNK = 8 * 1024 * 1024
@@ -202,28 +202,9 @@ def part_files(profile: ModelProfile) -> list[Path]:
     return paths
 
 
-@contextlib.contextmanager
-def _lock(directory: Path) -> Iterator[None]:
-    """An exclusive advisory lock on the cache directory itself (no lock file is left behind), so
-    two processes do not assemble the same model at once."""
-    try:
-        import fcntl
-    except ImportError:  # pragma: no cover - not on POSIX
-        yield
-        return
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        with contextlib.suppress(OSError):
-            fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
-
-
 def _remove_stale_parts(target: Path) -> None:
     """Delete half-written copies of `target` left by a process that died while assembling it
-    (killed, or a background load cut off at exit). Called under `_lock`, so no living process
+    (killed, or a background load cut off at exit). Called under the cache's `directory_lock`, so no living process
     is writing one."""
     for stale in target.parent.glob(f".{target.name}.*.tmp"):
         with contextlib.suppress(OSError):
@@ -275,7 +256,7 @@ def ensure_model(profile: str, cache_dir: str | os.PathLike[str]) -> Path:
         if target.is_file() and _cached_hash(target) == want:
             return target
         cache.mkdir(parents=True, exist_ok=True)
-        with _lock(cache):
+        with directory_lock(cache):  # two processes do not assemble the same model at once
             if target.is_file():  # maybe assembled by another process while we waited
                 if file_sha256(target) == want:
                     return target
