@@ -192,8 +192,15 @@ def test_index_setting_forms(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     assert milvus_uri("milvus:idx.db", tmp_path) == str(tmp_path / "idx.db")
     assert milvus_uri("milvus:/abs/idx.db", tmp_path) == "/abs/idx.db"
     assert milvus_uri("milvus:http://host:19530", tmp_path) == "http://host:19530"
+    assert milvus_uri("milvus:sub/../idx.db", tmp_path) == str(tmp_path / "sub/../idx.db")
     for bad in ("milvus:idx", "postgres:x", "milvus"):
         with pytest.raises(ConfigError):
+            milvus_uri(bad, tmp_path)
+    # "http://" was tried as localhost:19530 ("cannot reach"); "../x.db" was written beside the store
+    for bad, words in (("milvus:http://", "names no host"), ("milvus:https://:19530", "names no host"),
+                       ("milvus:http://host:99999", "no valid port"), ("milvus:http://host:port", "no valid port"),
+                       ("milvus:../idx.db", "stays inside the store"), ("milvus:a/../../idx.db", "inside the store")):
+        with pytest.raises(ConfigError, match=words):
             milvus_uri(bad, tmp_path)
     monkeypatch.setenv("COGRAG_INDEX", "milvus:http://host:19530")
     assert Settings().index == "milvus:http://host:19530"

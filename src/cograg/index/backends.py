@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from cograg.errors import ConfigError
 from cograg.index.indexing import ChunkIndexer
@@ -26,11 +27,30 @@ def milvus_uri(spec: str, store_dir: Path) -> str | None:
         raise ConfigError(f"unknown index {spec!r}: use {INDEX_FORMS}")
     target = target.strip()
     if target.startswith(("http://", "https://", "tcp://")):
-        return target
+        return _server_uri(target)
     if not target.endswith(".db"):
         raise ConfigError(f"a Milvus Lite index is a file ending in .db, got {target!r} (use {INDEX_FORMS})")
     path = Path(target).expanduser()
-    return str(path if path.is_absolute() else Path(store_dir).expanduser() / path)
+    if path.is_absolute():
+        return str(path)
+    store = Path(store_dir).expanduser()
+    if not (store / path).resolve().is_relative_to(store.resolve()):  # "../x.db" is no path inside the store
+        raise ConfigError(f"a relative Milvus Lite path stays inside the store, got {target!r}: "
+                          "give an absolute path for a file elsewhere")
+    return str(store / path)
+
+
+def _server_uri(target: str) -> str:
+    """`target` if it names a Milvus server (a host, and a port that is a number); else a ConfigError
+    (for "http://" the client said it could not reach localhost:19530)."""
+    parts = urlsplit(target)
+    try:
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number in range
+    except ValueError:
+        raise ConfigError(f"the Milvus server URI {target!r} has no valid port (use {INDEX_FORMS})") from None
+    if not parts.hostname:
+        raise ConfigError(f"the Milvus server URI {target!r} names no host (use {INDEX_FORMS})")
+    return target
 
 
 def open_store_with_index(directory: Path, index: str = "sqlite", *, create: bool = True,
