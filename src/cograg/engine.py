@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from cograg.answer.answerer import checked_question
+from cograg.questions import checked_question
 from cograg.components import Components, build_components, deferred_llm
 from cograg.config import AnswerConfig, Settings
 from cograg.documents import Chunk, Document

@@ -1,13 +1,14 @@
 """Deterministic checks on a question, shared by the router (which decides the route) and the
 answerer (which shapes the reply): an unresolved reference that needs clarifying (SPEC C4), and
-whether the question asks for a number, year or date."""
+whether the question asks for a number, year or date; and whether a question can be taken at all."""
 
 from __future__ import annotations
 
 import re
 
+from cograg.errors import CogragError
 from cograg.messages import message
-from cograg.text import language_of
+from cograg.text import has_word_characters, language_of
 
 _AMBIGUOUS_EN = re.compile(r"\b(this|that|these|those|the above|said|aforementioned)\s+(method|approach|one|thing|document|paper|file|result|issue|problem|function|option|version|case|idea)\b|^\s*(what|how|why)\s+about\s+(it|that|this|them)\b", re.I)
 _AMBIGUOUS_ZH = re.compile(r"(这个|那个|该|上述|上面的?|刚才的?|前面的?)(方法|方案|文档|文件|问题|结果|函数|版本|东西|情况)|^(它|那|这)(呢|的)")
@@ -41,4 +42,21 @@ def needs_clarification(question: str, has_context: bool) -> str | None:
                    reference=m.group(0), noun=m.group(0).split()[-1])
 
 
-__all__ = ["expects_number", "has_number", "needs_clarification"]
+def checked_question(question: str, max_chars: int) -> str:
+    """The stripped question, or QuestionError for an empty or oversized one or one with no word
+    to search for (checked before any model is loaded for it, and again by the answerer)."""
+    q = (question or "").strip()
+    if not q:
+        raise QuestionError("empty question")
+    if len(q) > max_chars:
+        raise QuestionError(f"question too long ({len(q)} characters; the limit is {max_chars})")
+    if not has_word_characters(q):
+        raise QuestionError("the question has no words, only punctuation or symbols")
+    return q
+
+
+class QuestionError(CogragError):
+    """The question cannot be answered as given (empty, too long, no words)."""
+
+
+__all__ = ["QuestionError", "checked_question", "expects_number", "has_number", "needs_clarification"]

@@ -25,18 +25,17 @@ from cograg.answer.response import (AnswerResponse, RemovedCounts, record_outcom
                                     withhold_quotes)
 from cograg.answer.verifier import ClaimCheck, VerificationResult, Verifier
 from cograg.config import AnswerConfig, VerificationConfig
-from cograg.errors import CogragError
 from cograg.models import ModelError
 from cograg.prompts import load_prompt
-from cograg.questions import expects_number, has_number, needs_clarification
+from cograg.questions import QuestionError, checked_question, expects_number, has_number, needs_clarification
 from cograg.retrieval.hops import with_follow_up
 from cograg.retrieval.models import SearchResult
 from cograg.retrieval.packing import ContextBlock, block_holding, pack_context
-from cograg.text import has_word_characters, is_chinese, language_of, shown_score
+from cograg.text import is_chinese, language_of, shown_score
 from cograg.trace import RecordingLLM, Trace
 
-__all__ = ["AnswerConfig", "AnswerResponse", "Answerer", "QuestionError", "RemovedCounts", "record_outcome",
-           "recording_verifier", "withhold_quotes"]
+__all__ = ["AnswerConfig", "AnswerResponse", "Answerer", "QuestionError", "RemovedCounts", "checked_question",
+           "record_outcome", "recording_verifier", "withhold_quotes"]
 
 Route = Literal["DOC_GROUNDED", "CLARIFY", "REFUSED"]
 DRAFT_TRACE_CHARS = 600  # enough for a short answer; the trace stays small
@@ -45,23 +44,6 @@ REWRITE_REASON = ('the verifier found that "{rejected}" is not an answer to the 
                   'support. Copy the evidence that answers the question itself, then write the answer from it')
 DESCRIBED_REASON = ('the answer names "{name}", which is the {phrase} that the question describes, not what the '
                     'question asks. Find in the blocks what the question asks about {name}, and answer with that')
-
-
-def checked_question(question: str, max_chars: int) -> str:
-    """The stripped question, or QuestionError for an empty or oversized one or one with no word
-    to search for (checked before any model is loaded for it, and again by the answerer)."""
-    q = (question or "").strip()
-    if not q:
-        raise QuestionError("empty question")
-    if len(q) > max_chars:
-        raise QuestionError(f"question too long ({len(q)} characters; the limit is {max_chars})")
-    if not has_word_characters(q):
-        raise QuestionError("the question has no words, only punctuation or symbols")
-    return q
-
-
-class QuestionError(CogragError):
-    """The question cannot be answered as given (empty, too long)."""
 
 
 class Answerer:
