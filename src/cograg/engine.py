@@ -160,7 +160,7 @@ class Engine:
     def ask(self, question: str, *, principal: Principal | None = None, config: AnswerConfig | None = None,
             mode: str | None = None, options: Any = None, bus: Any = None, cancel: Any = None,
             doc_ids: list[str] | None = None, search_options: dict[str, Any] | None = None,
-            session: str | None = None) -> Any:
+            session: str | None = None, owner: str | None = None) -> Any:
         """A verified, cited answer (the contract object of SPEC C1), its trace stored.
 
         The router picks the cheapest mode that can answer (D1) unless `mode` forces one
@@ -170,7 +170,9 @@ class Engine:
         of the turn to those documents (seed 004's docId scope); `search_options` are further
         SearchRequest fields for every search (e.g. `min_vector_cosine`). `session` names a
         conversation (SPEC E, created on first use): follow-ups are resolved against it, its
-        verified facts answer (R0) or inform the turn, and the turn's verified facts are written back."""
+        verified facts answer (R0) or inform the turn, and the turn's verified facts are written back.
+        `owner` is who the session belongs to (default: the principal's user); a session another
+        owner made is not found."""
         from cograg.orchestrator.orchestrator import TurnOptions
 
         opts = options or TurnOptions.from_settings(self.settings)
@@ -188,7 +190,7 @@ class Engine:
         turn = None
         if session is not None:
             turn = self.memory().begin_turn(
-                session, question, user=principal.user if principal else None,
+                session, question, user=owner if owner is not None else principal.user if principal else None,
                 source_hit=self._source_hit(principal, scope.get("doc_ids")),
                 cache_scope=self._cache_scope(principal, opts, scope))
         return self.orchestrator(principal=principal, bus=bus, search_options=scope).ask(

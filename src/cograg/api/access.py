@@ -5,7 +5,8 @@ A document without an ACL is public; one with an ACL is readable by a principal 
 (`caller` in the trace) and is shown only to that caller, and only while every document it names
 is still readable by them; a trace made elsewhere (the CLI) has no caller and is shown to anyone
 who may read all its documents. A session belongs to the key that created it (anonymous sessions
-to anonymous callers). Whatever a caller may not see answers 404, as if it did not exist.
+to anonymous callers); one made from the CLI or Python has no owner and is served to no caller.
+Whatever a caller may not see answers 404, as if it did not exist.
 """
 
 from __future__ import annotations

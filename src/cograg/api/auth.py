@@ -29,7 +29,7 @@ from limits import RateLimitItemPerMinute
 from limits.errors import StorageError as LimitsStorageError
 from limits.storage import Storage
 from limits.strategies import FixedWindowRateLimiter
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 
 from cograg.api.ratelimit import RateStoreUnavailable, process_storage, rate_storage
 from cograg.config import ServeConfig, Settings
@@ -38,6 +38,8 @@ from cograg.errors import CogragError, ConfigError
 from cograg.retrieval.models import Principal
 
 ANONYMOUS = "anonymous"
+# the owner of anonymous callers' sessions and traces: no key may hold this name
+ANONYMOUS_OWNER = "(anonymous)"
 
 
 class Unauthorized(CogragError):
@@ -63,6 +65,13 @@ class ApiKey(BaseModel):
     groups: list[str] = Field(default_factory=list, description="ACL groups this key may read")
     tenant: str | None = None
     rate_per_minute: int | None = Field(None, ge=1, description="default: serve.rate_per_minute")
+
+    @field_validator("name")
+    @classmethod
+    def _not_the_anonymous_owner(cls, name: str) -> str:
+        if name == ANONYMOUS_OWNER:
+            raise ValueError(f"{ANONYMOUS_OWNER!r} is the owner name of anonymous callers: name the key otherwise")
+        return name
 
     @model_validator(mode="after")
     def _one_secret(self) -> ApiKey:
@@ -129,8 +138,10 @@ class Caller:
 
     @property
     def owner(self) -> str | None:
-        """What sessions and traces record as their owner: the key's name, None when anonymous."""
-        return None if self.anonymous else self.principal.user
+        """What sessions and traces record as their owner: the key's name, or `ANONYMOUS_OWNER`.
+        Never None: that is the owner of the sessions made from the CLI or Python, which no HTTP
+        caller may read (their facts quote documents of any ACL)."""
+        return ANONYMOUS_OWNER if self.anonymous else self.principal.user
 
 
 def presented_key(request: Request) -> str | None:
@@ -204,5 +215,5 @@ def caller_of(request: Request) -> Caller:
     return found if found is not None else authenticate(request)
 
 
-__all__ = ["ANONYMOUS", "ApiKey", "Caller", "Gatekeeper", "KeysFile", "RateLimited", "Unauthorized",
-           "authenticate", "caller_of", "key_digest", "load_keys", "presented_key"]
+__all__ = ["ANONYMOUS", "ANONYMOUS_OWNER", "ApiKey", "Caller", "Gatekeeper", "KeysFile", "RateLimited",
+           "Unauthorized", "authenticate", "caller_of", "key_digest", "load_keys", "presented_key"]

@@ -15,6 +15,7 @@ from cograg.api.admission import Busy
 from cograg.api.auth import RateLimited, Unauthorized
 from cograg.api.ratelimit import RateStoreUnavailable
 from cograg.errors import CogragError, ConfigError, ConfigFileError
+from cograg.memory.store import SessionNotFound
 
 log = logging.getLogger("cograg.api")
 
@@ -80,7 +81,7 @@ def validation_detail(exc: RequestValidationError) -> str:
 def status_of(exc: CogragError) -> int:
     if isinstance(exc, ConfigFileError):
         return 500
-    if isinstance(exc, NotFound):
+    if isinstance(exc, NotFound | SessionNotFound):  # also another caller's session, named at once
         return 404
     if isinstance(exc, PayloadTooLarge):
         return 413

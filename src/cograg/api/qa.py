@@ -84,7 +84,7 @@ def run_turn(state: ApiState, turn: PreparedTurn, *, bus: EventBus | None = None
         extra["session"] = body.session
     with state.admission.turn(), state.engines.engine(body.model) as engine:
         resp = engine.ask(body.question, principal=turn.caller.principal, mode=turn.mode, doc_ids=turn.doc_ids,
-                          bus=bus, cancel=cancel, **extra)
+                          bus=bus, cancel=cancel, owner=turn.caller.owner, **extra)
         stamp_trace(engine, resp.trace_id, turn.caller)
         state.metrics.observe_answer(resp, engine.store.get_trace(resp.trace_id))
     return resp

@@ -19,7 +19,8 @@ router = APIRouter(prefix="/api", tags=["traces"])
 def get_trace(trace_id: str, request: Request) -> dict[str, Any]:
     state = api_state(request)
     with state.engines.engine() as engine:  # another caller's trace is not found
-        trace = file_names_only(visible_trace(engine, engine.store.get_trace(trace_id), caller_of(request), trace_id))
+        found = engine.store.get_trace(trace_id, exact=True)  # never by prefix: an id is the caller's secret
+        trace = file_names_only(visible_trace(engine, found, caller_of(request), trace_id))
     return trace if state.engines.snippets_visible() else hide_source_text(trace)
 
 

@@ -294,9 +294,11 @@ class SQLiteStore:
             conn.execute("INSERT OR REPLACE INTO traces(trace_id, kind, question, data) VALUES(?,?,?,?)",
                          (trace_id, kind, question, json.dumps(data, ensure_ascii=False, default=str)))
 
-    def get_trace(self, trace_id: str) -> dict | None:
-        """The trace with id `trace_id`, or the only one whose id starts with it (4+ characters)."""
-        prefix = _like_literal(trace_id) + "%" if 4 <= len(trace_id) <= MAX_ID_PREFIX else ""
+    def get_trace(self, trace_id: str, *, exact: bool = False) -> dict | None:
+        """The trace with id `trace_id`, or the only one whose id starts with it (4+ characters).
+        `exact`: the id only (the HTTP API, where an id is all that keeps one caller's trace from
+        another: "tr_0" … "tr_f" would find one in 16 tries)."""
+        prefix = _like_literal(trace_id) + "%" if 4 <= len(trace_id) <= MAX_ID_PREFIX and not exact else ""
         ids = [r[0] for r in self.conn.execute("SELECT trace_id FROM traces WHERE trace_id=? OR trace_id LIKE ? "
                                                 "ESCAPE '\\'", (trace_id, prefix))]
         # LIKE folds ASCII case; an id prefix is compared as written

@@ -286,11 +286,15 @@ class SessionMemory:
     # ------------------------------------------------------------------ a turn
     def begin_turn(self, session_id: str, question: str, *, user: str | None = None,
                    source_hit: Callable[[str], SearchHit | None], cache_scope: dict[str, str]) -> SessionTurn:
-        """Load the session for `question` (created on first use), resolve a follow-up and recall
-        the relevant facts (E1, E3)."""
+        """Load the session for `question` (created on first use, owned by `user`), resolve a
+        follow-up and recall the relevant facts (E1, E3). With a `user`, a session someone else owns
+        is SessionNotFound: two callers who name one new session at once get one owner, and the
+        other's turn never reads or writes that owner's ledger. Without one (the CLI), any session."""
         self.expire()
-        if self.store.get_session(session_id) is None:
-            self.store.create_session(check_session_id(session_id), user=user)
+        found = self.store.get_session(session_id) or self.store.create_session(check_session_id(session_id),
+                                                                               user=user)
+        if user is not None and found.user != user:
+            raise SessionNotFound(session_id)
         self.sync()
         state = self.store.load(session_id, max_facts=self.config.max_facts)
         correction = correction_in(question)
