@@ -167,6 +167,28 @@ def test_reopen_repairs_an_interrupted_sync_and_migrates_without_embedding(tmp_p
     eng.close()
 
 
+def test_a_write_made_without_the_milvus_index_is_found_on_the_next_open(tmp_path: Path, corpus: Path):
+    # An ACL change made by a command run without COGRAG_INDEX kept the chunk count and marked
+    # nothing pending: Milvus went on serving the document to groups the new ACL leaves out, and
+    # `index migrate` said "already in step".
+    root = tmp_path / "store"
+    _engine(root, "milvus:milvus.db", corpus).close()
+    staff = Principal(groups=["staff"])
+    with Engine.open(root, settings=Settings(index="sqlite"), embedder=HashingEmbedder()) as plain:
+        plain.ingest([corpus / "bridge.txt"], acl=["finance"])  # the same text, a new ACL
+        assert plain.search("Tobias Marrick", mode="bm25", principal=staff).hits == []
+    with Engine.open(root, settings=Settings(index="milvus:milvus.db"), embedder=HashingEmbedder()) as eng:
+        assert eng.store.rebuilt_on_open
+        assert eng.search("Tobias Marrick", mode="bm25", principal=staff).hits == []
+        assert eng.search("Tobias Marrick", mode="bm25", principal=Principal(groups=["finance"])).hits
+    with Engine.open(root, settings=Settings(index="milvus:milvus.db"), embedder=HashingEmbedder()) as eng:
+        assert not eng.store.rebuilt_on_open  # in step now, and its own writes keep it so
+        eng.ingest([corpus / "bridge.txt"], acl=["staff"])
+    with Engine.open(root, settings=Settings(index="milvus:milvus.db"), embedder=HashingEmbedder()) as eng:
+        assert not eng.store.rebuilt_on_open
+        assert eng.search("Tobias Marrick", mode="bm25", principal=staff).hits
+
+
 def _closed_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -21,6 +21,10 @@ Keeping the two consistent:
 * Each such document is marked pending in SQLite's `meta` table before Milvus is touched and
   unmarked once Milvus has its current state. Opening the store re-syncs pending documents (a
   crash in between) and rebuilds the collection when its chunk count differs from SQLite's.
+* `meta` also records the store generation Milvus last matched (per Milvus URI). A write made
+  without the Milvus index (a command run without `COGRAG_INDEX`) bumps the generation but marks
+  nothing pending and may keep the chunk count, e.g. an ACL change; opening the store then finds
+  the generations apart and rebuilds, so no search answers under an ACL that no longer applies.
   Milvus search hits whose rowid no longer exists in SQLite are dropped when rows are read.
 """
 
@@ -40,6 +44,7 @@ from cograg.index.sqlite_rows import SQLiteDocumentWriter, chunk_from_row
 from cograg.index.sqlite_store import SQLiteStore
 
 _PENDING = "milvus_pending:"
+_SYNCED = "milvus_synced_generation:"  # + the Milvus URI: the store generation that index last matched
 _BATCH = 500
 
 
@@ -95,14 +100,22 @@ class MilvusStore(SQLiteStore):
         pending = self.pending_documents()
         if pending:
             self._sync(pending)
-        if self.index.count() != self.count_chunks():
+        if self.index.count() != self.count_chunks() or self.get_meta(self._synced_key()) != self.generation():
             self.rebuild(progress)
             return True
         return False
 
+    def _synced_key(self) -> str:
+        return _SYNCED + self.index.uri
+
+    def _record_synced(self, generation: str) -> None:
+        with self.transaction():
+            self.set_meta(self._synced_key(), generation)
+
     def rebuild(self, progress: Callable[[int, int], None] | None = None) -> int:
         """Recreate the Milvus collection from SQLite (stored vectors, no embedding). Returns the
         number of chunks indexed; `progress(chunks_done, chunks_total)` follows each batch."""
+        generation = self.generation()  # read first: a write during the rebuild leaves it behind
         self.index.create(self._dim())
         doc_ids = [r[0] for r in self.conn.execute("SELECT doc_id FROM documents ORDER BY doc_id")]
         total = self.count_chunks() if progress else 0
@@ -115,6 +128,7 @@ class MilvusStore(SQLiteStore):
                 progress(done, total)
         self.index.flush()  # a bulk load ends sealed and indexed, not in Milvus Lite's scanned memory table
         self._unmark(self.pending_documents())
+        self._record_synced(generation)
         return done
 
     def _sync(self, doc_ids: Iterable[str]) -> None:
@@ -155,13 +169,20 @@ class MilvusStore(SQLiteStore):
 
     @contextmanager
     def _changing(self, doc_ids: set[str]) -> Iterator[None]:
-        """Hide the documents from search while SQLite changes them, then push their new state."""
+        """Hide the documents from search while SQLite changes them, then push their new state.
+        Milvus stays in step with the store's generation only if it was before and this write was
+        the only one since (one commit, one step); else the next open rebuilds."""
+        before = self.generation()
+        in_step = self.get_meta(self._synced_key()) == before
         self._mark(doc_ids)
         self.index.delete_documents(doc_ids)
         try:
             yield
         finally:
             self._sync(doc_ids)
+            after = self.generation()
+            if in_step and after.isdigit() and before.isdigit() and int(after) <= int(before) + 1:
+                self._record_synced(after)
 
     # ------------------------------------------------------------------ writes (SQLite first, then Milvus)
     @contextmanager
