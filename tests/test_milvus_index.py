@@ -5,6 +5,7 @@ parametrised suite in tests/test_index_backends.py."""
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -209,6 +210,37 @@ def test_unreachable_milvus_is_one_line(tmp_path: Path):
     assert len(lines) == 1 and f"cannot reach Milvus at http://127.0.0.1:{port}" in lines[0]
 
 
+def test_the_store_databases_the_index_spec_keeps_clear_are_the_store_files():
+    from cograg.index.backends import STORE_DATABASES
+    from cograg.index.sqlite_schema import DB_NAME
+    from cograg.memory.sqlite_store import DB_NAME as MEMORY_DB_NAME
+
+    assert set(STORE_DATABASES) == {DB_NAME, MEMORY_DB_NAME}
+
+
+def test_a_milvus_lite_file_held_by_another_process_is_one_line_and_listing_still_works(tmp_path: Path,
+                                                                                       corpus: Path):
+    # Milvus Lite logged a 20-line traceback and pymilvus said only "Open local milvus failed";
+    # `docs list` and `trace`, which search nothing, failed too while `cograg serve` held the file.
+    root = tmp_path / "store"
+    env = {"COGRAG_INDEX": "milvus:milvus.db", "COGRAG_EMBEDDER": "none", "PATH": "/usr/bin:/bin",
+           "PYTHONPATH": ":".join(sys.path)}
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "cograg.cli", *args, "--store", str(root)],
+                              capture_output=True, text=True, env=env, timeout=120)
+    with _engine(root, "milvus:milvus.db", corpus):  # this process holds the file, as a server would
+        listed = cli("docs", "list", "--json")
+        assert listed.returncode == 0, listed.stderr
+        assert len(json.loads(listed.stdout)) == 4
+        assert cli("trace").returncode == 0
+        searched = cli("search", "Tobias", "--mode", "bm25")
+        assert searched.returncode != 0
+        assert searched.stderr.strip().splitlines() == [
+            f"error: cannot open Milvus Lite at {root / 'milvus.db'}: in use by another process "
+            "(Milvus Lite serves one process at a time)"]
+
+
 def test_index_setting_forms(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     assert milvus_uri("sqlite", tmp_path) is None
     assert milvus_uri("milvus:idx.db", tmp_path) == str(tmp_path / "idx.db")
@@ -221,7 +253,8 @@ def test_index_setting_forms(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     # "http://" was tried as localhost:19530 ("cannot reach"); "../x.db" was written beside the store
     for bad, words in (("milvus:http://", "names no host"), ("milvus:https://:19530", "names no host"),
                        ("milvus:http://host:99999", "no valid port"), ("milvus:http://host:port", "no valid port"),
-                       ("milvus:../idx.db", "stays inside the store"), ("milvus:a/../../idx.db", "inside the store")):
+                       ("milvus:../idx.db", "stays inside the store"), ("milvus:a/../../idx.db", "inside the store"),
+                       ("milvus:memory.db", "store's own database"), ("milvus:./cograg.db", "store's own database")):
         with pytest.raises(ConfigError, match=words):
             milvus_uri(bad, tmp_path)
     monkeypatch.setenv("COGRAG_INDEX", "milvus:http://host:19530")

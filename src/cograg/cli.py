@@ -65,7 +65,7 @@ def ingest(
 @handle_errors
 def docs_list(store: StoreOpt = None, as_json: JsonOpt = False) -> None:
     """List stored documents."""
-    with _existing_store(store) as engine:
+    with _existing_store(store, searches=False) as engine:
         docs = engine.documents()
     if as_json:
         out.print_json(json.dumps([d.model_dump() for d in docs], ensure_ascii=False))
@@ -82,7 +82,7 @@ def docs_list(store: StoreOpt = None, as_json: JsonOpt = False) -> None:
 @handle_errors
 def docs_show(ref: DocRef, store: StoreOpt = None, as_json: JsonOpt = False) -> None:
     """Show one document and its chunks."""
-    with _existing_store(store) as engine:
+    with _existing_store(store, searches=False) as engine:
         doc = engine.document(ref)
         chunks = engine.chunks(doc.doc_id)
     if as_json:
@@ -334,7 +334,7 @@ def _print_trace(t: dict[str, Any]) -> None:
 def trace_cmd(trace_id: Annotated[str | None, typer.Argument(help="trace id (or prefix); none = list recent")] = None,
               store: StoreOpt = None, as_json: JsonOpt = False) -> None:
     """Print the stored trace of an answer: route, prompts, retrieval, model calls, verdicts."""
-    with _existing_store(store) as engine:
+    with _existing_store(store, searches=False) as engine:
         if trace_id is None:
             rows = engine.store.list_traces()
             if as_json:

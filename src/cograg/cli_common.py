@@ -177,9 +177,14 @@ def _settings(store: Path | None, assignments: list[str] | None = None, **overri
     return settings.with_overrides(assignments) if assignments else settings
 
 
-def _existing_store(store: Path | None) -> Engine:
-    """The engine on a store that must exist already (commands that only read or delete)."""
-    return Engine.open(settings=_settings(store), create=False)
+def _existing_store(store: Path | None, *, searches: bool = True) -> Engine:
+    """The engine on a store that must exist already (commands that only read or delete). One
+    that `searches` not (listing documents, traces) reads SQLite alone, never a Milvus index: a
+    Milvus Lite file serves one process, and a running `cograg serve` would lock the CLI out."""
+    settings = _settings(store)
+    if not searches:
+        settings = settings.model_copy(update={"index": "sqlite"})
+    return Engine.open(settings=settings, create=False)
 
 
 def _split(value: str | None) -> list[str]:

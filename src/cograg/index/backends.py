@@ -12,9 +12,12 @@ from urllib.parse import urlsplit
 
 from cograg.errors import ConfigError
 from cograg.index.indexing import ChunkIndexer
+from cograg.index.sqlite_schema import DB_NAME
 from cograg.index.sqlite_store import SQLiteStore
 
 INDEX_FORMS = "sqlite | milvus:PATH.db | milvus:http://HOST:PORT"
+# the SQLite databases in a store's folder: the documents' and the memory's (cograg.memory.sqlite_store)
+STORE_DATABASES = (DB_NAME, "memory.db")
 
 
 def milvus_uri(spec: str, store_dir: Path) -> str | None:
@@ -34,9 +37,13 @@ def milvus_uri(spec: str, store_dir: Path) -> str | None:
     if path.is_absolute():
         return str(path)
     store = Path(store_dir).expanduser()
-    if not (store / path).resolve().is_relative_to(store.resolve()):  # "../x.db" is no path inside the store
+    inside = (store / path).resolve()
+    if not inside.is_relative_to(store.resolve()):  # "../x.db" is no path inside the store
         raise ConfigError(f"a relative Milvus Lite path stays inside the store, got {target!r}: "
                           "give an absolute path for a file elsewhere")
+    if inside.parent == store.resolve() and inside.name in STORE_DATABASES:
+        # Milvus Lite would take over the store's own database (sessions could never open again)
+        raise ConfigError(f"{inside.name} is the store's own database: name the Milvus Lite file otherwise")
     return str(store / path)
 
 

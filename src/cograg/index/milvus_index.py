@@ -24,6 +24,7 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 import jieba
@@ -128,6 +129,29 @@ def _cut_utf8(text: str, limit: int = MAX_TEXT_BYTES) -> str:
     return text if len(data) <= limit else data[:limit].decode("utf-8", errors="ignore")
 
 
+class _LiteErrors(logging.Handler):
+    """Keeps the last error Milvus Lite logs (with its traceback, on stderr otherwise), for the
+    one line a failed start is reported in."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.last: str | None = None
+        self._installed = False
+
+    def install(self) -> None:
+        if not self._installed:
+            logging.getLogger("milvus_lite").addHandler(self)
+            logging.getLogger("milvus_lite").propagate = False
+            self._installed = True
+
+    def emit(self, record: logging.LogRecord) -> None:
+        exc = record.exc_info[1] if record.exc_info else None
+        self.last = _one_line(exc) if exc is not None else record.getMessage()
+
+
+_LITE_ERRORS = _LiteErrors()
+
+
 class MilvusIndex:
     """Keyword (BM25), dense and hybrid search over one Milvus collection.
 
@@ -147,6 +171,7 @@ class MilvusIndex:
             # a failed call is raised as one StoreError line; pymilvus would also log each one
             # with its traceback on stderr (it installs its own handler)
             logging.getLogger("pymilvus").setLevel(logging.CRITICAL)
+            _LITE_ERRORS.install()
         # Milvus Lite segments with this process's jieba; keep its start-up chatter off stderr
         jieba.setLogLevel(logging.WARNING)
         self.dim: int | None = None
@@ -156,6 +181,9 @@ class MilvusIndex:
             # abuse and drops the connection after a few (logging it on stderr), so no pings there
             lite = {"grpc_options": {"grpc.keepalive_time_ms": 2**31 - 1,
                                      "grpc.keepalive_permit_without_calls": False}} if self.lite else {}
+            if self.lite:
+                Path(uri).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            _LITE_ERRORS.last = None
             self.client = MilvusClient(uri=uri, timeout=timeout_s, **lite)
             if self.client.has_collection(collection):
                 fields = self.client.describe_collection(collection)["fields"]
@@ -168,7 +196,15 @@ class MilvusIndex:
                     # write-ahead log into its in-memory table; flushing is a no-op when it is empty
                     self.client.flush(collection)
         except Exception as exc:  # pymilvus raises MilvusException, milvus-lite its own errors
-            raise StoreError(f"cannot reach Milvus at {uri}: {_one_line(exc)}") from exc
+            # Milvus Lite logs why it could not start (the file held by another process, a path
+            # that is a file) and pymilvus raises only "Open local milvus failed"
+            cause = _LITE_ERRORS.last or _one_line(exc)
+            if "another process holds the lock" in cause:
+                cause = "in use by another process (Milvus Lite serves one process at a time)"
+            elif "File exists" in cause:
+                cause = "that path is a file, not a Milvus Lite data folder"
+            where = "cannot open Milvus Lite at" if self.lite else "cannot reach Milvus at"
+            raise StoreError(f"{where} {uri}: {cause}") from exc
 
     # ------------------------------------------------------------------ schema
     @_reported
