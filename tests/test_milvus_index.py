@@ -203,7 +203,7 @@ def test_unreachable_milvus_is_one_line(tmp_path: Path):
         MilvusStore(tmp_path / "s", uri=f"http://127.0.0.1:{port}", timeout_s=5)
     env = {"COGRAG_INDEX": f"milvus:http://127.0.0.1:{port}", "COGRAG_EMBEDDER": "none", "PATH": "/usr/bin:/bin",
            "PYTHONPATH": ":".join(sys.path)}
-    proc = subprocess.run([sys.executable, "-m", "cograg.cli", "docs", "list", "--store", str(tmp_path / "s")],
+    proc = subprocess.run([sys.executable, "-m", "cograg.cli", "search", "bridge", "--store", str(tmp_path / "s")],
                           capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode != 0
     lines = proc.stderr.strip().splitlines()
