@@ -269,3 +269,61 @@ def test_cli_set_option_reaches_the_settings(tmp_path: Path, monkeypatch: pytest
     assert seen and seen[0].answer.max_sentences == 2 and seen[0].retrieval.rrf_k == 10, res.output
     bad = CliRunner().invoke(cli.app, ["search", "x", "--store", str(store), "--set", "answer.nope=1"])
     assert bad.exit_code == 1 and "unknown setting 'answer.nope'" in bad.stderr
+
+
+@pytest.mark.parametrize("section, values", [
+    ("answer", {"min_evidence_cosine": float("nan")}), ("answer", {"min_evidence_cosine": 5.0}),
+    ("answer", {"min_evidence_cosine_zh": -1.5}), ("answer", {"min_evidence_rerank": float("nan")}),
+    ("answer", {"llm_timeout_s": float("inf")}), ("verification", {"min_supported_ratio": -3.0}),
+    ("verification", {"min_claim_similarity": 7.0}), ("control", {"max_wall_s": float("inf")}),
+    ("memory", {"session_ttl_days": float("inf")}),
+])
+def test_floors_ratios_and_budgets_out_of_range_are_refused(section: str, values: dict) -> None:
+    # NaN as a refusal floor refused every question without a word (score >= nan is never true)
+    with pytest.raises(ValidationError):
+        Settings(**{section: values})
+
+
+def test_the_off_values_of_the_floors_stay_allowed() -> None:
+    s = Settings(answer={"min_evidence_cosine": -1.0, "min_evidence_cosine_zh": -1.0},
+                 verification={"min_claim_similarity": -1.0, "min_supported_ratio": 0.0})
+    assert s.answer.min_evidence_cosine == -1.0 and s.verification.min_supported_ratio == 0.0
+
+
+@pytest.mark.parametrize("kwargs, near", [({"retrival": {"retrieve_k": 5}}, "retrieval"),
+                                          ({"chunk_sise": 100}, "chunk_size"), ({"embeder": "none"}, "embedder")])
+def test_a_misspelt_keyword_is_refused(kwargs: dict, near: str) -> None:
+    # dropped without a word before: Settings(retrival=…) searched with the default retrieve_k
+    with pytest.raises(ConfigError, match=f"did you mean '{near}'"):
+        Settings(**kwargs)
+
+
+@pytest.mark.parametrize("name, near", [("COGRAG_RETREIVAL__FUSION", "COGRAG_RETRIEVAL__"),
+                                        ("COGRAG_INDX", "COGRAG_INDEX"), ("COGRAG_CHUNK_SIZ", "COGRAG_CHUNK_SIZE"),
+                                        ("COGRAG_LLM_THREAD", "COGRAG_LLM_THREADS")])
+def test_a_misspelt_environment_name_is_refused(monkeypatch: pytest.MonkeyPatch, name: str, near: str) -> None:
+    monkeypatch.setenv(name, "rrf")
+    with pytest.raises(ConfigError, match=f"did you mean '{near}"):
+        Settings()
+
+
+def test_environment_names_like_none_of_cogrags_are_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COGRAG_MY_OWN_SCRIPT_FLAG", "1")
+    monkeypatch.setenv("COGRAG_LLM_THREADS", "2")
+    assert Settings().models.llm == "default"
+
+
+def test_every_environment_name_the_code_reads_is_known() -> None:
+    # a new COGRAG_* read outside the settings tree belongs in OTHER_ENV, or it reads as a typo
+    import re
+
+    from cograg.config import ENV_PREFIX, OTHER_ENV
+
+    root = Path(__file__).parents[1]
+    read = set()
+    for path in [*(root / "src" / "cograg").rglob("*.py"), *(root / "tests").glob("*.py")]:
+        read |= set(re.findall(r"\b(COGRAG_[A-Z0-9_]*[A-Z0-9])\b", path.read_text(encoding="utf-8")))
+    known = {ENV_PREFIX + n.upper() for n in [*Settings.model_fields, *FLAT_ALIASES, *OTHER_ENV]}
+    nested = {n for n in read if "__" in n}
+    assert read - nested - known - {"COGRAG_INDX", "COGRAG_CHUNK_SIZ", "COGRAG_LLM_THREAD",
+                                    "COGRAG_MY_OWN_SCRIPT_FLAG"} == set()

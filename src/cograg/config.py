@@ -12,6 +12,7 @@ Precedence: Python arguments, then `COGRAG_<SECTION>__<KEY>`, then the flat name
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 from pathlib import Path
@@ -68,6 +69,40 @@ def _nest_flat(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+# Environment names read outside the settings tree (by the modules that use them, and by the test
+# suite's support), so that a name near one of these is told apart from a typo of it.
+OTHER_ENV = ("MODEL_CACHE", "LLM_THREADS", "LLM_LOOKUP", "LLM_PREFIX_STATE", "LLM_API_KEY", "EMBEDDING_API_KEY",
+             "EVAL_DATA", "DEBUG", "SERVE_SETTINGS", "SERVE_MAX_UPLOAD_MB", "REDIS_SERVER", "CHROMIUM")
+
+
+def _unknown_name(name: str, known: list[str], what: str) -> ConfigError:
+    near = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+    return ConfigError(f"unknown {what} {name!r}" + (f" (did you mean {near[0]!r}?)" if near else ""))
+
+
+def _check_init_names(data: dict[str, Any], fields: list[str]) -> None:
+    """`Settings(retrival=…)` was dropped without a word: a keyword names a field or a flat alias."""
+    for name in data:
+        if name not in fields and name not in FLAT_ALIASES:
+            raise _unknown_name(name, fields + list(FLAT_ALIASES), "setting")
+
+
+def _check_env_names(env: dict[str, str], fields: list[str]) -> None:
+    """A misspelt `COGRAG_RETREIVAL__FUSION` or `COGRAG_CHUNK_SIZ` had no effect and no warning.
+    `COGRAG_<SECTION>__<KEY>` must name a section (an unknown key is refused by the section), and
+    a single name near a known one (a typo) is refused; a name like none of them is left alone
+    (it may be another program's)."""
+    known = [ENV_PREFIX + n.upper() for n in [*fields, *FLAT_ALIASES, *OTHER_ENV]]
+    for name in env:
+        if "__" in name:
+            section = name[len(ENV_PREFIX):].split("__", 1)[0].lower()
+            if section not in SECTIONS:
+                raise _unknown_name(name, [f"{ENV_PREFIX}{k.upper()}__…" for k in SECTIONS],
+                                    "settings section in the environment")
+        elif name not in known and difflib.get_close_matches(name, known, n=1, cutoff=0.85):
+            raise _unknown_name(name, known, "environment setting")
+
+
 class _NestedInit(PydanticBaseSettingsSource):
     """The Python arguments, with flat alias keywords (`Settings(llm="fast")`) nested."""
 
@@ -79,7 +114,9 @@ class _NestedInit(PydanticBaseSettingsSource):
         return None, field_name, False
 
     def __call__(self) -> dict[str, Any]:
-        return _nest_flat(self._init())
+        data = self._init()
+        _check_init_names(data, list(self.settings_cls.model_fields))
+        return _nest_flat(data)
 
 
 class _FlatEnv(PydanticBaseSettingsSource):
@@ -90,6 +127,7 @@ class _FlatEnv(PydanticBaseSettingsSource):
 
     def __call__(self) -> dict[str, Any]:
         env = {k.upper(): v for k, v in os.environ.items() if k.upper().startswith(ENV_PREFIX)}
+        _check_env_names(env, list(self.settings_cls.model_fields))
         found = {flat: env[ENV_PREFIX + flat.upper()] for flat in FLAT_ALIASES if ENV_PREFIX + flat.upper() in env}
         return _nest_flat(found)
 

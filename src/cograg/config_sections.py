@@ -76,14 +76,17 @@ class AnswerConfig(_Section):
     # the embedded LLM rater giving every question, answerable or not, the same best score, so a
     # reranked search must clear the cosine floor as well ("Reranker refusal floor"). The router's
     # preflight (R1 vs R2) uses the same floors.
-    min_evidence_cosine: float = Field(0.845, description="refuse below this best vector cosine (non-Chinese questions)")
-    min_evidence_cosine_zh: float = Field(0.88, description="refuse below this best vector cosine (Chinese questions)")
+    min_evidence_cosine: float = Field(
+        0.845, ge=-1.0, le=1.0, description="refuse below this best vector cosine (non-Chinese questions)")
+    min_evidence_cosine_zh: float = Field(
+        0.88, ge=-1.0, le=1.0, description="refuse below this best vector cosine (Chinese questions)")
     min_evidence_rerank: float = Field(
-        0.30, description="refuse below this best reranker score (the cosine floor applies as well)")
+        0.30, allow_inf_nan=False,
+        description="refuse below this best reranker score (the cosine floor applies as well)")
     max_question_chars: int = Field(2000, ge=1)
     max_answer_tokens: int = Field(384, ge=16)
     max_sentences: int = Field(5, ge=1)
-    llm_timeout_s: float = Field(120.0, gt=0)
+    llm_timeout_s: float = Field(120.0, gt=0, allow_inf_nan=False)
     # Off (docs/benchmarks.md, "Quotes first, as generated"). Generated quotes first, HotpotQA's
     # calibration split had 22 of 36 right against 20 answer first, with 12 wrong answers delivered
     # against 10, and cmrc2018 6 of 14 against 8. On the example corpus it then answered "When was the
@@ -132,14 +135,16 @@ class VerificationConfig(_Section):
 
     judge: str = Field("llm", description="claim judge: llm | nli:DIR | lexical")
     min_claim_similarity: float = Field(
-        0.72, description="pre-filter: a claim/evidence cosine below this is UNRELATED without asking the judge")
-    min_supported_ratio: float = Field(0.5, description="conservative reply below this share of supported sentences")
+        0.72, ge=-1.0, le=1.0,
+        description="pre-filter: a claim/evidence cosine below this is UNRELATED without asking the judge")
+    min_supported_ratio: float = Field(
+        0.5, ge=0.0, le=1.0, description="conservative reply below this share of supported sentences")
     # room for the reason: a reason cut off mid-string makes the whole verdict invalid JSON
     judge_max_tokens: int = Field(192, ge=16)
     judge_reasons: bool = Field(
         False, description="the LLM judge writes a one-sentence reason after each single-claim verdict "
         "(~2 s per claim on 2 cores); the verdict is the same either way")
-    judge_timeout_s: float = Field(120.0, gt=0)
+    judge_timeout_s: float = Field(120.0, gt=0, allow_inf_nan=False)
     judge_batch: bool = Field(
         False, description="judge all claims of an answer in one call (`judge_claims`); off: one call per "
         "claim, faster and stricter on the embedded 1.5B model (docs/benchmarks.md, \"The judge's all-claims call\")")
@@ -151,10 +156,10 @@ class ControlBudget(_Section):
     max_nodes: int = Field(8, ge=1, le=32)
     max_depth: int = Field(3, ge=1, le=8)
     max_parallel: int = Field(4, ge=1, le=16)
-    node_timeout_s: float = Field(240.0, gt=0)
+    node_timeout_s: float = Field(240.0, gt=0, allow_inf_nan=False)
     node_retries: int = Field(1, ge=0, le=3)
     max_total_tokens: int = Field(40_000, ge=100)
-    max_wall_s: float = Field(900.0, gt=0)
+    max_wall_s: float = Field(900.0, gt=0, allow_inf_nan=False)
     # R2 rewrites the query below this share of graded hits passing. benchmarks/calibrate_grader.py
     # on the calibration split (8 questions, 40 graded hits, default 1.5B grader) chose 0.3: balanced
     # accuracy 0.92 against "every gold paragraph is among the graded hits" (0.6: 0.75); with 5
@@ -215,7 +220,8 @@ class ModelsConfig(_Section):
 class MemoryConfig(_Section):
     """Conversation memory (SPEC E): sessions, the fact ledger, layered context, the answer cache."""
 
-    session_ttl_days: float = Field(30.0, gt=0, description="a session untouched this long is deleted (E6)")
+    session_ttl_days: float = Field(
+        30.0, gt=0, allow_inf_nan=False, description="a session untouched this long is deleted (E6)")
     keep_raw_turns: int = Field(6, ge=1, le=50, description="raw turns kept by compaction (E4); L0 shows the last 2")
     compact_above_tokens: int = Field(1500, ge=100, description="compact when the unfolded turns exceed this (E4)")
     max_facts: int = Field(1000, ge=1, description="ledger cap per session; the oldest facts are dropped above it")
