@@ -124,3 +124,28 @@ def test_prepare_on_the_command_line_fails_in_one_line_without_the_model(cli, tm
     assert result.exit_code == 1 and result.stdout == ""
     assert result.stderr.strip().startswith("error:") and "missing.gguf" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_prepare_fails_for_an_llm_endpoint_nobody_answers(tmp_path: Path):
+    # it reported "ready" with exit 0, and every later answer was a refusal whose cause sat in the trace
+    import socket
+
+    from cograg.models import ModelError
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    settings = Settings(store=tmp_path / "unused", llm=f"openai:http://127.0.0.1:{port}/v1#m")
+    with pytest.raises(ModelError, match=f"127.0.0.1:{port}"):
+        prepare_models(settings, embedder=HashingEmbedder())
+
+
+def test_prepare_leaves_nothing_in_the_users_milvus(tmp_path: Path):
+    pytest.importorskip("milvus_lite", reason="needs milvus-lite: pip install 'cograg[scale]'")
+    from pymilvus import MilvusClient
+
+    index = tmp_path / "mine.db"
+    settings = Settings(store=tmp_path / "unused", index=f"milvus:{index}")
+    parts = {"llm": PrefixKeepingLLM(_reply), "judge": LLMJudge(ScriptedLLM([])), "embedder": HashingEmbedder()}
+    prepare_models(settings, **parts)
+    assert not index.exists() or MilvusClient(str(index)).list_collections() == []

@@ -61,12 +61,18 @@ def prepare_models(settings: Settings | None = None, **components: Any) -> Prepa
     started = time.perf_counter()
     settings = settings or Settings()
     with tempfile.TemporaryDirectory(prefix="cograg-prepare-") as tmp:
-        with Engine.open(settings=settings.model_copy(update={"store": Path(tmp) / "store"}), **components) as eng:
+        # a plain SQLite store: with the user's COGRAG_INDEX each run left a collection in their Milvus
+        scratch = settings.model_copy(update={"store": Path(tmp) / "store", "index": "sqlite"})
+        with Engine.open(settings=scratch, **components) as eng:
             parts = eng.components
             embedder = parts.embedder.get()
             if embedder is not None:
                 embedder.embed_queries(["ready"])
             llm = parts.llm.get()
+            if getattr(llm, "base_url", None) is not None:
+                # an endpoint loads nothing here: one token shows it answers, or `prepare` said
+                # "ready" for a URL nobody listens on
+                llm.chat([{"role": "user", "content": "Say OK."}], max_tokens=1, timeout_s=60)
             prefixes = eng.answerer(save_traces=False).prompt_prefixes()
             judge_prefixes = getattr(parts.judge.get(), "prompt_prefixes", None)
             if callable(judge_prefixes):
