@@ -46,6 +46,13 @@ def test_serve_bad_option_is_one_line(cli) -> None:
     assert r.exit_code != 0 and "port" in (r.stderr + r.stdout).lower()
 
 
+@pytest.mark.parametrize("limit", ["inf", "1e12"])
+def test_serve_refuses_an_upload_limit_without_bound_before_serving(cli, limit: str) -> None:
+    # "inf" said "serving …" and then stopped on an internal OverflowError
+    r = cli("serve", "--max-upload-mb", limit)
+    assert r.exit_code == 2 and "--max-upload-mb" in r.stderr and "serving" not in r.stdout
+
+
 def test_serve_refuses_a_bad_keys_file_or_anonymous_setting_in_one_line(cli, tmp_path: Path) -> None:
     keys = tmp_path / "keys.yaml"
     keys.write_text("keys:\n  - name: ann\n    key: sekrit-value-1\n    sha256: abc\n", encoding="utf-8")

@@ -23,7 +23,7 @@ def serve(
     model: Annotated[str | None, typer.Option(
         "--model", help="default | fast | gguf:PATH | openai:URL[#model] [env: COGRAG_LLM]")] = None,
     max_upload_mb: Annotated[float | None, typer.Option(
-        min=0.001, help="largest file an upload may carry [default: 50, at most max_file_mb]")] = None,
+        min=0.001, max=1_000_000, help="largest file an upload may carry [default: 50, at most max_file_mb]")] = None,
     keys: Annotated[Path | None, typer.Option(
         help="API keys file (YAML: keys: [{name, key | sha256, groups, rate_per_minute}]) [setting: serve.keys_file]")] = None,
     anonymous: Annotated[str | None, typer.Option(
