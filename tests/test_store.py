@@ -274,7 +274,9 @@ def test_get_trace_by_id_and_by_unique_prefix(store: SQLiteStore) -> None:
     assert store.get_trace("tr_abcd0001")["question"] == "q1"
     assert store.get_trace("tr_abcd0002")["route"] == "R2"
     assert store.get_trace("tr_f")["question"] == "q3"  # the only one starting so
-    assert store.get_trace("tr_abcd") is None  # two start so: not a guess
+    with pytest.raises(StoreError, match="'tr_abcd' matches 2 traces; give more of the id"):
+        store.get_trace("tr_abcd")  # two start so: not a guess, and not "no trace" either
+    assert store.get_trace("tr_abcd", exact=True) is None  # the HTTP API's lookup: whole ids only
 
 
 @pytest.mark.parametrize("ref", ["", "%", "_", "tr_", "tr_%", "tr__bcd0001", "____abcd0001", "TR_ABCD0001"])

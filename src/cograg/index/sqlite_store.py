@@ -32,6 +32,7 @@ from cograg.index.sqlite_schema import (
 from cograg.index.sqlite_search import fts5_search
 from cograg.index.term_stats import TermStats
 from cograg.index.vectors import VectorIndex
+from cograg.text import shown_ref
 
 # how long `close` waits for a background BM25 build of the store (one read of every chunk: well
 # under this on the stores measured; past it the thread is left to fail on its own)
@@ -295,7 +296,8 @@ class SQLiteStore:
                          (trace_id, kind, question, json.dumps(data, ensure_ascii=False, default=str)))
 
     def get_trace(self, trace_id: str, *, exact: bool = False) -> dict | None:
-        """The trace with id `trace_id`, or the only one whose id starts with it (4+ characters).
+        """The trace with id `trace_id`, or the only one whose id starts with it (4+ characters; a
+        StoreError when several do).
         `exact`: the id only (the HTTP API, where an id is all that keeps one caller's trace from
         another: "tr_0" … "tr_f" would find one in 16 tries)."""
         prefix = _like_literal(trace_id) + "%" if 4 <= len(trace_id) <= MAX_ID_PREFIX and not exact else ""
@@ -303,7 +305,9 @@ class SQLiteStore:
                                                 "ESCAPE '\\'", (trace_id, prefix))]
         # LIKE folds ASCII case; an id prefix is compared as written
         ids = [i for i in ids if i == trace_id] or [i for i in ids if i.startswith(trace_id)]
-        if len(ids) != 1:
+        if len(ids) > 1:
+            raise StoreError(f"{shown_ref(trace_id)} matches {len(ids)} traces; give more of the id")
+        if not ids:
             return None
         r = self.conn.execute("SELECT trace_id, created_at, kind, question, data FROM traces WHERE trace_id=?",
                               (ids[0],)).fetchone()
