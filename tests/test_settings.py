@@ -327,3 +327,13 @@ def test_every_environment_name_the_code_reads_is_known() -> None:
     nested = {n for n in read if "__" in n}
     assert read - nested - known - {"COGRAG_INDX", "COGRAG_CHUNK_SIZ", "COGRAG_LLM_THREAD",
                                     "COGRAG_MY_OWN_SCRIPT_FLAG"} == set()
+
+
+def test_an_unknown_embedder_is_refused_before_any_store_is_opened(tmp_path: Path) -> None:
+    # a keyword search accepted "--embedder bogus" silently; a vector search blamed the store
+    from cograg.models import ModelError
+
+    with pytest.raises(ModelError, match="unknown embedder 'bogus'"):
+        Engine.open(settings=Settings(store=tmp_path / "s", embedder="bogus"))
+    assert not (tmp_path / "s").exists()
+    Engine.open(settings=Settings(store=tmp_path / "s", embedder="none")).close()

@@ -386,7 +386,9 @@ def test_docs_list_show_delete_json(cli, store_dir: Path, docs_dir: Path) -> Non
 
     res = cli("docs", "delete", faq["doc_id"], "--store", store_dir, "--json")
     assert res.exit_code == 0
-    assert json.loads(res.stdout) == {"deleted": faq["doc_id"], "source_path": faq["source_path"]}
+    # the chunk count the human line shows
+    assert json.loads(res.stdout) == {"deleted": faq["doc_id"], "source_path": faq["source_path"],
+                                      "chunk_count": faq["chunk_count"]}
     res = cli("docs", "list", "--store", store_dir, "--json")
     assert faq["doc_id"] not in {d["doc_id"] for d in json.loads(res.stdout)}
     with SQLiteStore(store_dir) as s:

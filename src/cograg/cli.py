@@ -106,7 +106,8 @@ def docs_delete(ref: DocRef, store: StoreOpt = None, as_json: JsonOpt = False) -
     with _existing_store(store) as engine:
         doc = engine.delete_document(ref)
     if as_json:
-        out.print_json(json.dumps({"deleted": doc.doc_id, "source_path": doc.source_path}))
+        out.print_json(json.dumps({"deleted": doc.doc_id, "source_path": doc.source_path,
+                                   "chunk_count": doc.chunk_count}, ensure_ascii=False))
     else:
         out.print(f"deleted {plain(doc.doc_id)} ({plain(doc.source_path)}, {doc.chunk_count} chunks)", highlight=False)
 

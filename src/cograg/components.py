@@ -159,6 +159,10 @@ def build_components(settings: Settings, *, create: bool = True, **given: Any) -
         value = given[name]
         return value if isinstance(value, Lazy) else Lazy.of(value)
 
+    if "embedder" not in given:
+        from cograg.models.embedder import check_embedder_spec
+
+        check_embedder_spec(settings.models.embedder)  # before a store is opened or made for it
     store = given.get("store") or open_store_with_index(settings.store, settings.index, create=create,
                                                          indexer=ChunkIndexer())
     store.common_term_share = settings.retrieval.common_term_share

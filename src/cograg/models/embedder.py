@@ -335,6 +335,13 @@ def _cached_embedder(spec: str) -> Embedder:
     raise _unknown(spec)  # pragma: no cover - _canonical_spec lets nothing else through
 
 
+def check_embedder_spec(spec: str) -> None:
+    """ModelError where `spec` is no embedder form ("none" is one), found without loading anything:
+    `--embedder bogus` is refused by every command, also one that searches by keywords alone."""
+    if spec.strip().lower() != "none":
+        _canonical_spec(spec)
+
+
 def get_embedder(spec: str | None = None) -> Embedder:
     """The embedder for a spec string (see EMBEDDER_SPECS); None means "e5-small".
 
