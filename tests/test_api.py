@@ -239,7 +239,7 @@ def test_a_trailing_slash_reaches_the_same_endpoint_never_a_redirect(client: Tes
         assert r.status_code == 405 and r.json()["error"] == "method_not_allowed", (path, r.status_code)
 
 
-def test_documents_upload_list_delete(client: TestClient):
+def test_documents_upload_list_delete(client: TestClient, tmp_path: Path):
     files = {"files": ("notes.md", b"# Notes\n\nThe ferry leaves at 9 am from pier four.\n", "text/markdown")}
     r = client.post("/api/documents", files=files, data={"tags": "ferry"})
     assert r.status_code == 200, r.text
@@ -252,6 +252,7 @@ def test_documents_upload_list_delete(client: TestClient):
     r = client.delete(f"/api/documents/{doc_id}")
     assert r.status_code == 200 and r.json()["doc_id"] == doc_id
     assert "notes.md" not in [d["source"] for d in client.get("/api/documents").json()]
+    assert not list((tmp_path / "store" / "uploads").rglob("notes.md"))  # or a re-sync would bring it back
     assert client.delete(f"/api/documents/{doc_id}").status_code == 404
 
 
@@ -354,3 +355,29 @@ def test_each_request_gets_its_own_engine_and_connection_over_shared_models(tmp_
         assert one.store.vector_index is two.store.vector_index
     with pytest.raises(TypeError):
         EngineFactory(settings, store=object())
+
+
+def test_two_files_of_one_name_in_one_upload_are_refused_and_leave_nothing(client: TestClient, tmp_path: Path):
+    files = [("files", ("dup.md", b"# One\n\nThe first file.\n", "text/markdown")),
+             ("files", ("dup.md", b"# Two\n\nThe second file.\n", "text/markdown"))]
+    r = client.post("/api/documents", files=files)
+    assert r.status_code == 400 and "'dup.md' is sent twice" in r.json()["detail"], r.text
+    assert "dup.md" not in [d["source"] for d in client.get("/api/documents").json()]
+    assert not [p for p in (tmp_path / "store" / "uploads").rglob("*") if p.is_file()]
+
+
+def test_concurrent_uploads_of_one_name_store_one_whole_upload(client: TestClient, tmp_path: Path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    # each client's file is unlike every other's in every block: a mix of two would match none
+    bodies = [f"# Same\n\nClient {i} wrote this.\n\n".encode() + f"line {i} of client {i}.\n".encode() * 6000
+              for i in range(6)]
+    with ThreadPoolExecutor(len(bodies)) as pool:
+        codes = list(pool.map(lambda b: client.post("/api/documents", files={"files": ("same.md", b)}).status_code,
+                              bodies))
+    assert codes == [200] * len(bodies)
+    uploads = tmp_path / "store" / "uploads"
+    (stored,) = [p for p in uploads.rglob("*") if p.is_file()]  # nothing else: no staged file left
+    assert stored.name == "same.md" and stored.read_bytes() in bodies
+    (doc,) = [d for d in client.get("/api/documents").json() if d["source"] == "same.md"]
+    assert doc["size_bytes"] == stored.stat().st_size

@@ -160,3 +160,54 @@ def test_keys_are_never_logged_or_echoed(tmp_path: Path, caplog: pytest.LogCaptu
         load_keys(bad)
     assert ALICE_KEY not in str(err.value) and "malformed" in str(err.value)
     assert ALICE_KEY not in repr(load_keys(tmp_path / "keys.yaml"))
+
+
+SECRET_PLAN = b"# Plan\n\nThe merger code name is Bluefin and closes in March.\n"
+
+
+def test_a_caller_can_neither_replace_nor_probe_another_callers_upload(client: TestClient):
+    alice = client.post("/api/documents", files={"files": ("plan.md", SECRET_PLAN, "text/markdown")},
+                        data={"acl": "engineering"}, headers=bearer(ALICE_KEY))
+    assert alice.status_code == 200, alice.text
+    (doc,) = alice.json()["documents"]
+    # the same name and bytes from bob (or an anonymous caller): a document of their own, never
+    # "unchanged" (which would tell them alice's text), never hers replaced or re-ACLed
+    for headers, acl in ((bearer(BOB_KEY), {}), (bearer(BOB_KEY), {"acl": "user:bob"}), ({}, {})):
+        r = client.post("/api/documents", files={"files": ("plan.md", SECRET_PLAN, "text/markdown")},
+                        data=acl, headers=headers)
+        assert r.status_code == 200 and r.json()["unchanged"] == 0, r.text
+        assert r.json()["documents"][0]["doc_id"] != doc["doc_id"]
+    bob_text = b"# Plan\n\nThe merger is cancelled; ignore Bluefin.\n"
+    r = client.post("/api/documents", files={"files": ("plan.md", bob_text, "text/markdown")}, headers=bearer(BOB_KEY))
+    assert r.json()["updated"] == 1 and r.json()["documents"][0]["doc_id"] != doc["doc_id"]  # his own, updated
+    listed = {d["doc_id"]: d for d in client.get("/api/documents", headers=bearer(ALICE_KEY)).json()}
+    assert listed[doc["doc_id"]] == doc  # hers as she uploaded it
+    assert doc["doc_id"] not in {d["doc_id"] for d in client.get("/api/documents", headers=bearer(BOB_KEY)).json()}
+    answer = client.post("/api/agent/qa/v2", json={"question": "What is the merger code name?"},
+                         headers=bearer(BOB_KEY)).json()
+    assert doc["doc_id"] not in {c["doc_id"] for c in answer["citations"]}
+
+
+def test_an_upload_may_set_only_acl_groups_the_caller_holds(client: TestClient, tmp_path: Path):
+    note = {"files": ("note.md", b"# Note\n\nThe ferry leaves at nine.\n", "text/markdown")}
+    for headers, acl in ((bearer(BOB_KEY), "engineering"), (bearer(BOB_KEY), "user:alice"),
+                         ({}, "engineering"), (bearer(ALICE_KEY), "engineering,finance")):
+        r = client.post("/api/documents", files=note, data={"acl": acl}, headers=headers)
+        assert r.status_code == 403 and r.json()["error"] == "forbidden", r.text
+        assert repr(acl.split(",")[-1]) in r.json()["detail"]  # the group it may not set is named
+    assert not [p for p in (tmp_path / "store" / "uploads").rglob("*") if p.is_file()]  # nothing stored
+    for headers, acl in ((bearer(ALICE_KEY), "engineering,user:alice"), (bearer(BOB_KEY), "user:bob"), ({}, "")):
+        assert client.post("/api/documents", files=note, data={"acl": acl}, headers=headers).status_code == 200
+
+
+def test_an_upload_does_not_replace_a_document_of_the_callers_own_it_may_not_read(client: TestClient, tmp_path: Path):
+    memo = b"# Memo\n\nBob's first memo.\n"
+    assert client.post("/api/documents", files={"files": ("memo.md", memo)}, headers=bearer(BOB_KEY)).status_code == 200
+    (stored,) = (tmp_path / "store" / "uploads").rglob("memo.md")
+    # the operator puts bob's upload under an ACL bob is not in
+    with Engine.open(settings=scripted_settings(tmp_path / "store"), embedder=HashingEmbedder()) as engine:
+        engine.ingest([stored], acl=["engineering"])
+    r = client.post("/api/documents", files={"files": ("memo.md", b"# Memo\n\nReplaced.\n")}, headers=bearer(BOB_KEY))
+    assert r.status_code == 409 and r.json()["error"] == "conflict" and "memo.md" in r.json()["detail"], r.text
+    assert stored.read_bytes() == memo
+    assert not [p for p in (tmp_path / "store" / "uploads" / ".incoming").iterdir()]

@@ -1,27 +1,37 @@
 """Documents: upload and ingest, list, delete; one chunk's passage (what a citation opens).
 
-Uploads are written under `<store>/uploads/` (one flat folder; a file name with a path in it is
-refused) and ingested like `cograg ingest FILE`. A file over the size limit is refused with 413
-while it streams in; a file the loaders cannot use (binary, empty, corrupt, unsupported type) is
-removed again and reported with the loader's reason.
+Uploads are written under `<store>/uploads/<caller>/` (a folder per key, one shared by anonymous
+callers; a file name with a path in it is refused) and ingested like `cograg ingest FILE`. Callers
+never share a file, so no caller can replace, re-ACL or probe (by an "unchanged" answer) another's
+document by uploading one of the same name; a document there the caller may not read is not
+replaced either (409), and an upload may set only ACL groups of the caller's own (403). Each file
+streams into a temporary file of its own and is moved into place whole, one upload of a caller at
+a time; a file over the size limit is refused with 413 while it streams in; a file the loaders
+cannot use (binary, empty, corrupt, unsupported type) is removed again and reported with the
+loader's reason.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
-import shutil
+import tempfile
 from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, File, Form, Request, UploadFile
+from fastapi.responses import JSONResponse
 
 from cograg.api.access import allowed_doc_ids, may_read
-from cograg.api.auth import caller_of
-from cograg.api.errors import NotFound, PayloadTooLarge
+from cograg.api.auth import Caller, caller_of
+from cograg.api.errors import NotFound, PayloadTooLarge, error_response
 from cograg.api.schemas import DocumentInfo, UploadResult
 from cograg.api.state import ApiState, api_state
 from cograg.documents import Document
+from cograg.engine import Engine
 from cograg.errors import CogragError, StoreError
+from cograg.locks import directory_lock
 from cograg.text import shown_ref, soft_line_breaks
 
 router = APIRouter(prefix="/api", tags=["documents"])
@@ -29,6 +39,8 @@ router = APIRouter(prefix="/api", tags=["documents"])
 MAX_FILES_PER_UPLOAD = 20
 _COPY_BLOCK = 1 << 16
 _BAD_NAME = re.compile(r"[\x00-\x1f\x7f]")
+_NOT_FOLDER_SAFE = re.compile(r"[^A-Za-z0-9_-]+")
+STAGING = ".incoming"  # under uploads/: files still streaming in (hidden: a walk of uploads/ skips it)
 
 
 class UploadRejected(CogragError):
@@ -70,16 +82,40 @@ def _check_declared_size(request: Request, state: ApiState) -> None:
         raise PayloadTooLarge(f"upload too large ({int(declared)} bytes)")
 
 
-def _save(upload: UploadFile, target: Path, limit: int) -> None:
-    written = 0
-    with target.open("wb") as out:
-        while block := upload.file.read(_COPY_BLOCK):
-            written += len(block)
-            if written > limit:
-                out.close()
-                target.unlink(missing_ok=True)
-                raise PayloadTooLarge(f"{target.name} is larger than the upload limit of {limit // (1 << 20)} MB")
-            out.write(block)
+def caller_folder(caller: Caller) -> str:
+    """The folder under uploads/ of `caller`'s files: its owner name made safe for a file name
+    (for whoever reads the folder) and a hash of the whole name, so two names made alike never
+    share one. Anonymous callers share theirs; no key can be named like them (auth.ANONYMOUS_OWNER)."""
+    owner = caller.owner or ""
+    readable = _NOT_FOLDER_SAFE.sub("_", owner).strip("_")[:40] or "caller"
+    return f"{readable}-{hashlib.sha256(owner.encode('utf-8')).hexdigest()[:12]}"
+
+
+def acl_outside(caller: Caller, acl: list[str] | None) -> list[str]:
+    """The ACL entries `caller` may not give an upload: any it does not hold itself (a group of its
+    key, `user:NAME`, `tenant:NAME`); one it could not read back would lock it out or let it pose as
+    another group's source. An anonymous caller holds none."""
+    held = set(caller.principal.acl_keys())
+    return sorted(set(acl or []) - held)
+
+
+def _stage(upload: UploadFile, name: str, staging: Path, limit: int) -> Path:
+    """`upload` written whole to a new temporary file of its own in `staging` (never a path another
+    request writes), which is removed again if it is over `limit` or the copy fails."""
+    fd, tmp_name = tempfile.mkstemp(dir=staging, prefix=".upload-", suffix=".part")
+    tmp = Path(tmp_name)
+    try:
+        written = 0
+        with os.fdopen(fd, "wb") as out:
+            while block := upload.file.read(_COPY_BLOCK):
+                written += len(block)
+                if written > limit:
+                    raise PayloadTooLarge(f"{name} is larger than the upload limit of {limit // (1 << 20)} MB")
+                out.write(block)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return tmp
 
 
 @router.get("/documents", response_model=list[DocumentInfo], summary="List the documents the caller may read")
@@ -92,7 +128,8 @@ def list_documents(request: Request) -> list[DocumentInfo]:
 @router.post("/documents", response_model=UploadResult, summary="Upload files and ingest them")
 def upload_documents(request: Request, files: Annotated[list[UploadFile], File(description="files to ingest")],
                      tags: Annotated[str | None, Form(description="comma-separated tags")] = None,
-                     acl: Annotated[str | None, Form(description="comma-separated ACL groups")] = None) -> UploadResult:
+                     acl: Annotated[str | None, Form(description="comma-separated ACL groups")] = None,
+                     ) -> UploadResult | JSONResponse:
     state = api_state(request)
     _check_declared_size(request, state)
     if not files:
@@ -100,38 +137,64 @@ def upload_documents(request: Request, files: Annotated[list[UploadFile], File(d
     if len(files) > MAX_FILES_PER_UPLOAD:
         raise UploadRejected(f"at most {MAX_FILES_PER_UPLOAD} files per upload")
     names = [safe_upload_name(f.filename) for f in files]
-    state.upload_dir.mkdir(parents=True, exist_ok=True)
-    staging = state.upload_dir / ".incoming"
+    twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
+    if twice is not None:  # both would be stored under one name: which one the store kept would be chance
+        raise UploadRejected(f"the file {twice[:80]!r} is sent twice in one upload: send each file name once")
+    caller, acl_groups = caller_of(request), _split(acl)
+    refused = acl_outside(caller, acl_groups)
+    if refused:
+        shown = ", ".join(repr(g[:40]) for g in refused[:5]) + (" …" if len(refused) > 5 else "")
+        return error_response(403, f"acl may name only groups of your own key (or none), not {shown}", "forbidden")
+    folder = state.upload_dir / caller_folder(caller)
+    staging = state.upload_dir / STAGING
+    folder.mkdir(parents=True, exist_ok=True)
     staging.mkdir(exist_ok=True)
-    staged: list[tuple[Path, Path]] = []
+    staged: dict[str, Path] = {}
     try:
         for upload, name in zip(files, names):
-            tmp = staging / name
-            _save(upload, tmp, state.max_upload_bytes)
-            staged.append((tmp, state.upload_dir / name))
-    except BaseException:
-        for tmp, _ in staged:
+            staged[name] = _stage(upload, name, staging, state.max_upload_bytes)
+        # one upload of a caller at a time (across worker processes too): the file moved into place
+        # is the one ingested, never another request's of the same name
+        with directory_lock(folder), state.engines.engine() as engine:
+            return _place_and_ingest(engine, caller, folder, staged, tags=_split(tags), acl=acl_groups)
+    finally:  # whatever did not reach its place: an error, a refusal, a client gone
+        for tmp in staged.values():
             tmp.unlink(missing_ok=True)
+
+
+def _place_and_ingest(engine: Engine, caller: Caller, folder: Path, staged: dict[str, Path], *,
+                      tags: list[str] | None, acl: list[str] | None) -> UploadResult | JSONResponse:
+    """Move the staged files (name → temporary file) into `folder` and ingest them; a staged file
+    that is moved leaves `staged`. A document in the folder the caller may not read (its ACL or the
+    key's groups changed since) is refused, 409, before anything moves."""
+    paths = [(folder / name).resolve() for name in staged]
+    for p in paths:
+        doc = engine.store.get_document_by_path(str(p))
+        if doc is not None and not may_read(engine, caller, doc):
+            return error_response(409, f"{p.name} cannot be replaced by this key: upload it under another name")
+    new = [p for p in paths if not p.exists()]
+    try:
+        for name, p in zip(list(staged), paths):  # only complete files reach the folder that is ingested
+            os.replace(staged[name], p)
+            del staged[name]
+        summary = engine.ingest(paths, tags=tags, acl=acl)
+    except BaseException:
+        for p in new:  # nothing was ingested: no new file stays behind for a later re-sync to find
+            p.unlink(missing_ok=True)
         raise
-    paths = []
-    for tmp, final in staged:  # only complete files reach the folder that is ingested
-        shutil.move(str(tmp), final)
-        paths.append(final.resolve())
-    with state.engines.engine() as engine:
-        summary = engine.ingest(paths, tags=_split(tags), acl=_split(acl))
-        skipped = {str(Path(s.path).resolve()): s.reason for s in summary.skipped}
-        for p in paths:
-            if str(p) in skipped:
-                p.unlink(missing_ok=True)
-        if paths and len(skipped) >= len(paths):
-            raise UploadRejected("; ".join(f"{Path(p).name}: {r}" for p, r in skipped.items()))
-        docs = [d for p in paths if str(p) not in skipped
-                for d in [engine.store.get_document_by_path(str(p))] if d is not None]
-        return UploadResult(documents=[document_info(d) for d in docs], added=summary.added, updated=summary.updated,
-                            unchanged=summary.unchanged,
-                            skipped=[{"file": Path(p).name, "reason": r} for p, r in skipped.items()],
-                            warnings=[{"file": Path(w.path).name, "reason": w.reason} for w in summary.warnings],
-                            chunks=summary.chunks)
+    skipped = {str(Path(s.path).resolve()): s.reason for s in summary.skipped}
+    for p in paths:
+        if str(p) in skipped:
+            p.unlink(missing_ok=True)
+    if paths and len(skipped) >= len(paths):
+        raise UploadRejected("; ".join(f"{Path(p).name}: {r}" for p, r in skipped.items()))
+    docs = [d for p in paths if str(p) not in skipped
+            for d in [engine.store.get_document_by_path(str(p))] if d is not None]
+    return UploadResult(documents=[document_info(d) for d in docs], added=summary.added, updated=summary.updated,
+                        unchanged=summary.unchanged,
+                        skipped=[{"file": Path(p).name, "reason": r} for p, r in skipped.items()],
+                        warnings=[{"file": Path(w.path).name, "reason": w.reason} for w in summary.warnings],
+                        chunks=summary.chunks)
 
 
 @router.delete("/documents/{ref}", response_model=DocumentInfo, summary="Delete a document and its chunks")
@@ -147,7 +210,7 @@ def delete_document(ref: str, request: Request) -> DocumentInfo:
         except StoreError as exc:
             raise NotFound(str(exc)) from None
     path = Path(doc.source_path)
-    if path.parent == state.upload_dir.resolve():  # an uploaded file goes too, or a re-sync would bring it back
+    if state.upload_dir.resolve() in path.parents:  # an uploaded file goes too, or a re-sync would bring it back
         path.unlink(missing_ok=True)
     return document_info(doc)
 
@@ -174,4 +237,5 @@ def get_chunk(chunk_id: str, request: Request) -> dict[str, Any]:
             "text": text, "reflowed": soft_line_breaks(text), "snippet_visible": visible}
 
 
-__all__ = ["UploadRejected", "document_info", "router", "safe_upload_name"]
+__all__ = ["STAGING", "UploadRejected", "acl_outside", "caller_folder", "document_info", "router",
+           "safe_upload_name"]
