@@ -113,6 +113,12 @@ MESSAGES: dict[str, dict[Lang, str]] = {
     "web.hits": {"zh": "条结果", "en": "hits"},
     "web.working": {"zh": "正在处理…", "en": "Working…"},
     "web.error": {"zh": "出错了", "en": "Something went wrong"},
+    "web.stream_cut": {"zh": "回答送达之前连接已中断（服务器可能重启或超时），请重新提问",
+                       "en": "the connection closed before the answer arrived (the server may have restarted "
+                             "or timed out): please ask again"},
+    "web.need_key": {"zh": "服务器需要有效的 API 密钥：请在“设置”中的“API 密钥”一栏填写。",
+                     "en": "This server needs a valid API key: enter yours under Settings → API key."},
+    "web.event.error": {"zh": "出错", "en": "Error"},
     "web.language": {"zh": "English", "en": "中文"},
     "web.event.USER_INPUT_RECEIVED": {"zh": "收到问题", "en": "Question received"},
     "web.event.ROUTE_DECIDED": {"zh": "已选择路由", "en": "Route decided"},

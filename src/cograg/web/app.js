@@ -35,8 +35,27 @@ async function api(path, options) {
   opts.headers = authHeaders(opts.headers);
   const resp = await fetch(path, opts);
   const body = await resp.json().catch(() => ({ error: "error", detail: resp.statusText }));
-  if (!resp.ok) throw new Error(body.detail || body.error || resp.statusText);
+  if (!resp.ok) throw httpError(resp.status, body.detail || body.error || resp.statusText);
   return body;
+}
+
+function httpError(status, message) {
+  const err = new Error(message);
+  err.status = status;
+  return err;
+}
+
+// what a failed request tells the reader: a 401 (the server takes no anonymous callers, or the key
+// entered is unknown) asks for a key under Settings; anything else shows the server's reason
+function errorText(err) {
+  return err.status === 401 ? t("web.need_key") : `${t("web.error")}: ${err.message}`;
+}
+
+// a panel's line for the outcome of its last action (a delete, a forget); empty hides it
+function showStatus(sel, text) {
+  const box = $(sel);
+  box.textContent = text || "";
+  box.hidden = !text;
 }
 
 // ------------------------------------------------------------------ documents
@@ -60,9 +79,18 @@ function scopeDocIds() {
   return [...document.querySelectorAll("#scope input:checked")].map((i) => i.value);
 }
 
+// never throws: a list that cannot be loaded says why in its place (a key needed, the server's error)
 async function loadDocuments() {
   const list = $("#documents");
-  const docs = await api("/api/documents");
+  let docs;
+  try {
+    docs = await api("/api/documents");
+  } catch (err) {
+    state.documents = [];
+    renderScope([]);
+    list.innerHTML = `<li class="hint error">${esc(errorText(err))}</li>`;
+    return;
+  }
   state.documents = docs;
   renderScope(docs);
   list.innerHTML = docs.length ? "" : `<li class="hint">${esc(t("web.no_documents"))}</li>`;
@@ -72,7 +100,16 @@ async function loadDocuments() {
     const del = document.createElement("button");
     del.type = "button";
     del.textContent = t("web.delete");
-    del.onclick = async () => { await api(`/api/documents/${encodeURIComponent(d.doc_id)}`, { method: "DELETE" }); loadDocuments(); };
+    del.onclick = async () => {
+      showStatus("#documents-status", "");
+      try {
+        await api(`/api/documents/${encodeURIComponent(d.doc_id)}`, { method: "DELETE" });
+      } catch (err) {
+        // a 404: the document is gone already (deleted elsewhere); the list shown is out of date
+        showStatus("#documents-status", errorText(err));
+      }
+      loadDocuments();
+    };
     li.appendChild(del);
     list.appendChild(li);
   }
@@ -93,7 +130,7 @@ async function upload(event) {
     $("#upload-files").value = "";
     loadDocuments();
   } catch (err) {
-    status.textContent = `${t("web.error")}: ${err.message}`;
+    status.textContent = errorText(err);
   }
 }
 
@@ -208,22 +245,31 @@ async function ask(event) {
       body: JSON.stringify(body) });
     if (!resp.ok) {
       const err = await resp.json().catch(() => ({ detail: resp.statusText }));
-      throw new Error(err.detail || resp.statusText);
+      throw httpError(resp.status, err.detail || resp.statusText);
     }
     const reader = resp.body.getReader();
     const decoder = new TextDecoder();
-    let buffer = "";
+    // SSE ends a line with CRLF, LF or CR. A CRLF can arrive split across two reads: a read ending
+    // in CR is held back until the next one says whether an LF follows, so the pair stays one line end
+    let buffer = "", held = "", finished = false;
+    const take = (text) => {
+      text = held + text;
+      held = text.endsWith("\r") ? "\r" : "";
+      buffer += (held ? text.slice(0, -1) : text).replace(/\r\n?/g, "\n");
+    };
     for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      buffer += decoder.decode(value, { stream: true }).replace(/\r\n/g, "\n");
+      let chunk;
+      // a connection that breaks mid-stream (a killed worker, a proxy timeout): reported below
+      try { chunk = await reader.read(); } catch (err) { break; }
+      if (chunk.done) break;
+      take(decoder.decode(chunk.value, { stream: true }));
       let cut;
       while ((cut = buffer.indexOf("\n\n")) >= 0) {
         const message = parseSSE(buffer.slice(0, cut));
         buffer = buffer.slice(cut + 2);
         if (!message) continue;
-        if (message.event === "answer") showAnswer(message.data);
-        else if (message.event === "error") throw new Error(message.data.detail);
+        if (message.event === "answer") { finished = true; showAnswer(message.data); }
+        else if (message.event === "error") { finished = true; throw new Error(message.data.detail); }
         else {
           trackStage(message.data);
           addProgress(message.event, message.data.data,
@@ -231,9 +277,12 @@ async function ask(event) {
         }
       }
     }
+    // the stream ended without its answer or error event (a server restart, a killed worker, a
+    // proxy's timeout): the turn failed, it is not still running
+    if (!finished) throw new Error(t("web.stream_cut"));
   } catch (err) {
     answer.dataset.state = "error";
-    answer.textContent = `${t("web.error")}: ${err.message}`;
+    answer.textContent = errorText(err);
     addProgress("error", { reason: err.message }, "error");
     renderGraph(true, true);
   } finally {
@@ -339,11 +388,13 @@ async function loadFacts() {
   const load = ++factsLoad;
   $("#facts-session").textContent = id;
   const list = $("#facts");
-  let facts = [];
-  try { facts = await api(`/api/sessions/${encodeURIComponent(id)}/facts`); } catch (err) { facts = []; }
+  let facts = [], failed = null;
+  // a session not stored yet answers 404: an empty ledger; a 401 asks for a key
+  try { facts = await api(`/api/sessions/${encodeURIComponent(id)}/facts`); } catch (err) { facts = []; failed = err; }
   // an older request answering late would show a ledger from before a change (a forgotten fact)
   if (load !== factsLoad) return;
-  list.innerHTML = facts.length ? "" : `<li class="hint">${esc(t("web.no_facts"))}</li>`;
+  list.innerHTML = failed && failed.status === 401 ? `<li class="hint error">${esc(errorText(failed))}</li>`
+    : (facts.length ? "" : `<li class="hint">${esc(t("web.no_facts"))}</li>`);
   for (const f of facts) {
     const li = document.createElement("li");
     li.dataset.factId = f.fact_id;
@@ -355,7 +406,12 @@ async function loadFacts() {
     forget.className = "forget";
     forget.textContent = t("web.forget");
     forget.onclick = async () => {
-      await api(`/api/sessions/${encodeURIComponent(id)}/facts/${encodeURIComponent(f.fact_id)}`, { method: "DELETE" });
+      showStatus("#facts-status", "");
+      try {
+        await api(`/api/sessions/${encodeURIComponent(id)}/facts/${encodeURIComponent(f.fact_id)}`, { method: "DELETE" });
+      } catch (err) {
+        showStatus("#facts-status", errorText(err));  // a 404: forgotten already (another tab)
+      }
       loadFacts();
     };
     li.appendChild(forget);
@@ -423,9 +479,16 @@ async function start() {
     $("#session").value = newSessionId();
     loadDocuments(); loadFacts();
   });
-  await loadDocuments();
-  await loadFacts();
-  document.body.dataset.ready = "1";
+  // a server that takes no anonymous callers answers 401 here: the panels say a key is needed, and
+  // the page is ready all the same (the key field is what the reader needs next)
+  try {
+    await loadDocuments();
+    await loadFacts();
+  } catch (err) {
+    showStatus("#documents-status", errorText(err));
+  } finally {
+    document.body.dataset.ready = "1";
+  }
 }
 
 start();
