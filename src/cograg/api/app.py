@@ -21,9 +21,11 @@ from cograg import __version__
 from cograg.api import corrective, documents, ops, qa, sessions, traces
 from cograg.api.admission import TurnAdmission
 from cograg.api.auth import Gatekeeper, authenticate
+from cograg.api.body_limit import BodyLimit
 from cograg.api.engines import EngineFactory
 from cograg.api.errors import install_error_handlers
 from cograg.api.metrics import Metrics
+from cograg.api.schemas import advertise_question_limit
 from cograg.api.state import ApiState
 from cograg.config import Settings
 from cograg.messages import MESSAGES
@@ -72,6 +74,10 @@ def create_app(settings: Settings | None = None, *, engines: EngineFactory | Non
                                 admission=TurnAdmission(max_running, max_waiting),
                                 gate=Gatekeeper.from_settings(engines.settings))
     install_error_handlers(app)
+    advertise_question_limit(app, engines.settings.answer.max_question_chars)
+    # inside the metrics, so that a refused body is counted; outside FastAPI, which reads a whole
+    # body before the key check runs (an upload's caller is checked here, before its body)
+    app.add_middleware(BodyLimit, upload_files=documents.MAX_FILES_PER_UPLOAD)
     app.middleware("http")(metrics.middleware)
     app.add_middleware(TrailingSlashOff)
     for router in ROUTERS:  # every other endpoint knows its caller (API key → principal) and rate-limits it

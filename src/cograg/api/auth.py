@@ -4,8 +4,9 @@ A keys file (`serve.keys_file`, YAML) maps each API key to a principal: its name
 user, its groups the ACL groups it may read (SPEC B3). A request names its key with
 `Authorization: Bearer KEY` or `X-API-Key: KEY`. A request without a key is anonymous: it sees only
 documents without an ACL, or gets 401 when `serve.anonymous` is `refuse`. A key that is not in the
-file is always 401. Keys are kept only as SHA-256 digests and never logged or echoed; the file may
-give `sha256` instead of `key` so that it holds no key at all.
+file is always 401, and counts against its address's anonymous rate limit (so guessing keys
+meets 429 as soon as anonymous requests would). Keys are kept only as SHA-256 digests and never
+logged or echoed; the file may give `sha256` instead of `key` so that it holds no key at all.
 
 Rate limits are per key (per client address for anonymous callers), a fixed one-minute window
 (`limits`) counted where every worker process sees it: the store's SQLite file, or Redis when memory
@@ -171,16 +172,23 @@ class Gatekeeper:
         path = settings.serve.keys_file
         return cls(settings.serve, load_keys(path) if path is not None else [], rate_storage(settings))
 
+    def anonymous_caller(self, request: Request) -> Caller:
+        """An anonymous caller, counted per client address."""
+        client = request.client.host if request.client else "unknown"
+        return Caller(ANONYMOUS, Principal(), True, f"anon:{client}", self.config.anonymous_rate_per_minute)
+
     def identify(self, request: Request) -> Caller:
         key = presented_key(request)
         if key is None:
             if self.config.anonymous == "refuse":
                 raise Unauthorized("an API key is required: send `Authorization: Bearer KEY` or `X-API-Key: KEY`")
-            client = request.client.host if request.client else "unknown"
-            return Caller(ANONYMOUS, Principal(), True, f"anon:{client}", self.config.anonymous_rate_per_minute)
+            return self.anonymous_caller(request)
         digest = key_digest(key)
         found = next((k for d, k in self._by_digest.items() if hmac.compare_digest(d, digest)), None)
         if found is None:
+            # a wrong key costs the address a request of its anonymous allowance, so guessing keys
+            # runs into 429 (with Retry-After) as fast as anonymous requests do
+            self.admit(self.anonymous_caller(request))
             raise Unauthorized("unknown API key")
         principal = Principal(user=found.name, groups=list(found.groups), tenant=found.tenant)
         return Caller(found.name, principal, False, f"key:{found.name}",
@@ -201,19 +209,27 @@ class Gatekeeper:
                           f"retry in {retry} s", retry)
 
 
+# where a middleware that admitted the caller before the body was read (body_limit.BodyLimit, for
+# uploads) leaves it in the request's state, so that it is not counted twice
+ADMITTED_CALLER = "caller"
+
+
 def authenticate(request: Request) -> Caller:
     """The router dependency: the request's caller, admitted under its rate limit."""
+    admitted: Caller | None = getattr(request.state, ADMITTED_CALLER, None)
+    if admitted is not None:
+        return admitted
     gate: Gatekeeper = request.app.state.cograg.gate
     caller = gate.identify(request)
     gate.admit(caller)
-    request.state.caller = caller
+    setattr(request.state, ADMITTED_CALLER, caller)
     return caller
 
 
 def caller_of(request: Request) -> Caller:
-    found: Any = getattr(request.state, "caller", None)
+    found: Any = getattr(request.state, ADMITTED_CALLER, None)
     return found if found is not None else authenticate(request)
 
 
-__all__ = ["ANONYMOUS", "ANONYMOUS_OWNER", "ApiKey", "Caller", "Gatekeeper", "KeysFile", "RateLimited",
-           "Unauthorized", "authenticate", "caller_of", "key_digest", "load_keys", "presented_key"]
+__all__ = ["ADMITTED_CALLER", "ANONYMOUS", "ANONYMOUS_OWNER", "ApiKey", "Caller", "Gatekeeper", "KeysFile",
+           "RateLimited", "Unauthorized", "authenticate", "caller_of", "key_digest", "load_keys", "presented_key"]

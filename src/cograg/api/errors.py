@@ -118,7 +118,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return error_response(exc.status_code, str(exc.detail))
+        # its headers are part of the answer: `Allow` on a 405 names the methods the path takes
+        return error_response(exc.status_code, str(exc.detail), headers=exc.headers)
 
     @app.exception_handler(CogragError)
     async def _cograg(_: Request, exc: CogragError) -> JSONResponse:

@@ -15,6 +15,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+# any token is a valid HTTP method: a label per method a client makes up would grow the series
+# (and the scrape) without bound, so the rest count as "other"
+STANDARD_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "CONNECT", "TRACE"})
+
+
+def metric_method(method: str) -> str:
+    return method if method in STANDARD_METHODS else "other"
 
 
 class Metrics:
@@ -53,11 +60,12 @@ class Metrics:
             route = request.scope.get("route")
             # the route's template, not the raw path: one series per endpoint, whatever the ids
             name = getattr(route, "path", None) or "unmatched"
-            self.requests.labels(route=name, method=request.method, status=str(status)).inc()
-            self.latency.labels(route=name, method=request.method).observe(time.perf_counter() - started)
+            method = metric_method(request.method)
+            self.requests.labels(route=name, method=method, status=str(status)).inc()
+            self.latency.labels(route=name, method=method).observe(time.perf_counter() - started)
 
     def render(self) -> Response:
         return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)
 
 
-__all__ = ["Metrics"]
+__all__ = ["STANDARD_METHODS", "Metrics", "metric_method"]

@@ -6,11 +6,14 @@ exactly as the seed writes them.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cograg.memory.store import SessionError, check_session_id
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
 MAX_DOC_IDS = 200
 
@@ -22,7 +25,9 @@ class _Request(BaseModel):
 class QARequest(_Request):
     """A question, optionally in a session, scoped to some documents, in a forced mode."""
 
-    question: str = Field(min_length=1, max_length=8000)
+    # its limit is the server's `answer.max_question_chars`, checked before anything runs (400);
+    # the app's OpenAPI document gives that number (`advertise_question_limit`)
+    question: str = Field(min_length=1)
     session: str | None = Field(None, description="conversation id (created on first use; 1 to 200 characters, "
                                                   "no '/')")
     doc_ids: list[str] | None = Field(None, max_length=MAX_DOC_IDS,
@@ -41,9 +46,33 @@ class QARequest(_Request):
     @field_validator("doc_ids")
     @classmethod
     def _no_empty_ids(cls, v: list[str] | None) -> list[str] | None:
+        if v is not None and not v:  # a scope of no document would search nothing and always refuse
+            raise ValueError("doc_ids is empty: leave it out to search every document")
         if v is not None and any(not d.strip() for d in v):
             raise ValueError("doc_ids must not contain empty ids")
         return v
+
+
+# the request fields that carry a question, by their schema's name in the OpenAPI document
+QUESTION_FIELDS = (("QARequest", "question"), ("SelfCorrectiveRequest", "query"))
+
+
+def advertise_question_limit(app: FastAPI, max_chars: int) -> None:
+    """Make `app`'s OpenAPI document give `max_chars` (the server's `answer.max_question_chars`) as
+    the question's maxLength: a fixed number in the model would advertise a limit the server does
+    not apply, whenever the setting differs from it."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        spec = generate()
+        schemas = spec.get("components", {}).get("schemas", {})
+        for model, field in QUESTION_FIELDS:
+            prop = schemas.get(model, {}).get("properties", {}).get(field)
+            if prop is not None:
+                prop["maxLength"] = max_chars
+        return spec
+
+    app.openapi = openapi  # type: ignore[method-assign]
 
 
 class CitationV2(BaseModel):
@@ -77,7 +106,7 @@ class QAResponseV2(BaseModel):
 class SelfCorrectiveRequest(_Request):
     """Seed 003's request. `milvusConfig` is accepted and ignored: the store is the server's."""
 
-    query: str = Field(min_length=1, max_length=8000)
+    query: str = Field(min_length=1)  # at most `answer.max_question_chars`, as `QARequest.question`
     topK: int = Field(5, ge=1, le=20)
     similarityThreshold: float | None = Field(
         None, ge=-1.0, le=1.0, description="documents whose vector cosine is below this are not graded")

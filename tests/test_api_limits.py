@@ -1,0 +1,272 @@
+"""What the HTTP API bounds before it does any work: body sizes (declared, streamed, per uploaded
+file), metric labels, key guessing; and what it says about itself: /healthz over a broken corpus
+policy, `Allow` on a 405, the question limit in the OpenAPI document, an empty document scope."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+pytest.importorskip("fastapi", reason="the HTTP API needs the server extra: pip install -e '.[server]'")
+pytest.importorskip("uvicorn", reason="the HTTP API needs the server extra: pip install -e '.[server]'")
+
+from fastapi.testclient import TestClient  # noqa: E402
+
+from cograg.api import create_app  # noqa: E402
+from cograg.api.body_limit import DEFAULT_BODY_LIMIT, PartSizes  # noqa: E402
+from cograg.models.judge import LexicalJudge  # noqa: E402
+from cograg.testing import ScriptedLLM  # noqa: E402
+from tests.api_support import ingest_corpus, scripted_app, scripted_settings  # noqa: E402
+from tests.fakes import HashingEmbedder  # noqa: E402
+from tests.test_api_keys import BOB_KEY, CAROL_KEY, bearer, keyed_app  # noqa: E402
+from tests.test_control_flow import Brain  # noqa: E402
+
+QUESTION = "When did the Linden Bridge open?"
+UPLOAD_MB = 0.01  # a 10 KiB file limit: 200 KiB for an upload of the most files
+BOUNDARY = "cograg-test-boundary"
+BLOCK = 4096
+
+
+def multipart_head(name: str = "big.txt") -> bytes:
+    return (f"--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"files\"; filename=\"{name}\"\r\n"
+            "Content-Type: text/plain\r\n\r\n").encode()
+
+
+class Feed:
+    """An ASGI `receive` handing out the body in blocks, counting what the app pulled."""
+
+    def __init__(self, first: bytes, blocks: int, block: bytes = b"word " * (BLOCK // 5)) -> None:
+        self.chunks = [first] + [block] * blocks
+        self.pulled = 0
+
+    async def __call__(self) -> dict[str, Any]:
+        if self.pulled >= len(self.chunks):
+            await anyio.sleep(3600)  # the client waits for the answer
+        self.pulled += 1
+        return {"type": "http.request", "body": self.chunks[self.pulled - 1],
+                "more_body": self.pulled < len(self.chunks)}
+
+    def bytes_pulled(self) -> int:
+        return sum(len(c) for c in self.chunks[:self.pulled])
+
+
+def call_asgi(app: Any, method: str, path: str, headers: dict[str, str], feed: Feed) -> tuple[int, dict, bytes]:
+    """One request straight into the app (no transport buffering the body first): status, headers, body."""
+    sent: list[dict[str, Any]] = []
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method, "path": path,
+             "raw_path": path.encode(), "root_path": "", "scheme": "http", "query_string": b"",
+             "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()],
+             "client": ("127.0.0.1", 5000), "server": ("testserver", 80)}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    async def run() -> None:
+        with anyio.fail_after(60):
+            await app(scope, feed, send)
+    anyio.run(run)
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    return start["status"], {k.decode(): v.decode() for k, v in start["headers"]}, body
+
+
+@pytest.fixture()
+def small_upload_app(tmp_path: Path) -> Any:
+    app, _ = scripted_app(tmp_path, max_upload_mb=UPLOAD_MB)
+    return app
+
+
+def test_a_declared_length_over_the_cap_is_refused_unread(small_upload_app: Any):
+    upload_cap = int(UPLOAD_MB * (1 << 20)) * 20
+    for path, length, headers in (
+            ("/api/documents", upload_cap + 1, {"content-type": f"multipart/form-data; boundary={BOUNDARY}"}),
+            ("/api/agent/qa/v2", DEFAULT_BODY_LIMIT + 1, {"content-type": "application/json"}),
+            ("/api/agent/qa/v2/", 1_100_000_000, {"content-type": "application/json"})):
+        feed = Feed(b"{", 10)
+        status, _, body = call_asgi(small_upload_app, "POST", path, {**headers, "content-length": str(length)}, feed)
+        assert status == 413 and feed.pulled == 0, (path, status, feed.pulled)
+        assert body.startswith(b'{"error":"too_large","detail":') and b"\n" not in body and str(length).encode() in body
+
+
+def test_a_chunked_json_body_stops_at_the_cap(small_upload_app: Any):
+    feed = Feed(b'{"question": "', 1000)  # 4 MB, no declared length
+    status, _, body = call_asgi(small_upload_app, "POST", "/api/agent/qa/v2", {"content-type": "application/json"},
+                                feed)
+    assert status == 413 and b"too_large" in body
+    assert feed.bytes_pulled() <= DEFAULT_BODY_LIMIT + BLOCK
+
+
+def test_an_uploaded_file_over_the_limit_is_refused_while_it_streams_in(small_upload_app: Any, tmp_path: Path):
+    feed = Feed(multipart_head(), 1000)  # one 4 MB file against a 10 KiB limit
+    status, _, body = call_asgi(small_upload_app, "POST", "/api/documents",
+                                {"content-type": f"multipart/form-data; boundary={BOUNDARY}"}, feed)
+    assert status == 413 and b"larger than the upload limit of 0.01 MB" in body, body
+    assert feed.bytes_pulled() < 64 << 10  # the file limit and its part headers, not the whole file
+    assert not [p for p in (tmp_path / "store" / "uploads").rglob("*") if p.is_file()]
+
+
+def test_an_upload_is_refused_401_or_429_before_its_body_is_read(tmp_path: Path):
+    app = keyed_app(tmp_path, anonymous="refuse")  # carol may make 2 requests a minute
+    multipart = {"content-type": f"multipart/form-data; boundary={BOUNDARY}"}
+    for headers, status in (({}, 401), (bearer("not-a-key"), 401)):
+        feed = Feed(multipart_head(), 100)
+        assert call_asgi(app, "POST", "/api/documents", {**multipart, **headers}, feed)[0] == status
+        assert feed.pulled == 0
+    carol = {"x-api-key": CAROL_KEY}
+    with TestClient(app, raise_server_exceptions=False) as c:  # admitted once per upload, not twice
+        note = {"files": ("note.md", b"# Note\n\nThe ferry leaves at nine.\n", "text/markdown")}
+        assert [c.post("/api/documents", files=note, headers=carol).status_code for _ in range(2)] == [200, 200]
+    feed = Feed(multipart_head(), 100)
+    status, headers, _ = call_asgi(app, "POST", "/api/documents", {**multipart, **carol}, feed)
+    assert status == 429 and feed.pulled == 0 and 1 <= int(headers["retry-after"]) <= 60
+
+
+def test_uploads_within_the_limits_still_go_through(small_upload_app: Any):
+    with TestClient(small_upload_app, raise_server_exceptions=False) as c:
+        files = [("files", (f"n{i}.md", f"# Note {i}\n\nThe ferry leaves at {i} am.\n".encode() + b"x" * 9000,
+                            "text/markdown")) for i in range(3)]
+        r = c.post("/api/documents", files=files)
+        assert r.status_code == 200 and r.json()["added"] == 3, r.text
+
+
+def test_part_sizes_find_a_boundary_split_between_chunks():
+    body = b"\r\n".join([b"--b", b"head", b"", b"x" * 10, b"--b", b"head", b"", b"y" * 30, b"--b--", b""])
+    for cut in range(1, len(body)):
+        parts = PartSizes(b"b")
+        parts.feed(body[:cut])
+        assert parts.feed(body[cut:]) == len(b"\r\nhead\r\n\r\n") + 30, cut
+
+
+@contextlib.contextmanager
+def serving(app: Any) -> Iterator[int]:
+    """`app` under a real uvicorn on a free port of 8800-8899, in a thread; stopped on exit."""
+    import uvicorn
+
+    for port in range(8800, 8900):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        break
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 20
+    while not server.started:
+        assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
+        time.sleep(0.05)
+    try:
+        yield port
+    finally:
+        server.should_exit = True
+        thread.join(20)
+
+
+def test_a_real_server_answers_413_while_a_chunked_upload_is_still_coming(small_upload_app: Any):
+    answer = bytearray()
+    with serving(small_upload_app) as port, socket.create_connection(("127.0.0.1", port), timeout=20) as s:
+        def read() -> None:
+            with contextlib.suppress(OSError):
+                while chunk := s.recv(4096):
+                    answer.extend(chunk)
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        s.sendall(f"POST /api/documents HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+                  f"Content-Type: multipart/form-data; boundary={BOUNDARY}\r\n\r\n".encode())
+        block, sent = b"word " * 4000, 0
+        with contextlib.suppress(OSError):  # the server may close the connection on the rest
+            s.sendall(b"%x\r\n%s\r\n" % (len(multipart_head()), multipart_head()))
+            while sent < 50 << 20 and not answer:  # 50 MB against a 10 KiB file limit
+                s.sendall(b"%x\r\n%s\r\n" % (len(block), block))
+                sent += len(block)
+        deadline = time.monotonic() + 10
+        while b"}" not in answer and time.monotonic() < deadline:  # the one-line JSON error, whole
+            time.sleep(0.02)
+    assert bytes(answer).startswith(b"HTTP/1.1 413"), bytes(answer[:200])
+    assert b'"error":"too_large"' in answer
+    assert sent < 4 << 20  # refused after about the file limit (and the sockets' buffers), not the 50 MB
+
+
+def test_made_up_methods_and_unknown_paths_add_no_metric_series(tmp_path: Path):
+    app, _ = scripted_app(tmp_path)
+    with TestClient(app, raise_server_exceptions=False) as c:
+        for i in range(5):
+            c.request(f"BREW{i}", "/api/agent/qa/v2")
+            c.get(f"/no/such/page/{i}")
+            c.request(f"BREW{i}", f"/api/x{i}")
+        metrics = c.get("/metrics").text
+    assert "BREW" not in metrics and "/no/such" not in metrics and "/api/x" not in metrics
+    assert 'cograg_http_requests_total{method="other",route="/api/agent/qa/v2",status="405"} 5.0' in metrics
+    assert 'cograg_http_requests_total{method="GET",route="unmatched",status="404"} 5.0' in metrics
+    assert 'cograg_http_requests_total{method="other",route="unmatched",status="404"} 5.0' in metrics
+
+
+def test_guessing_keys_runs_into_the_anonymous_rate_limit(tmp_path: Path):
+    with TestClient(keyed_app(tmp_path, anonymous_rate_per_minute=3), raise_server_exceptions=False) as c:
+        codes = [c.get("/api/documents", headers=bearer(f"guess-{i}")).status_code for i in range(5)]
+        assert codes == [401, 401, 401, 429, 429]
+        r = c.get("/api/documents", headers=bearer("guess-9"))
+        assert r.status_code == 429 and 1 <= int(r.headers["retry-after"]) <= 60
+        assert r.json()["error"] == "too_many_requests"
+        assert c.get("/api/documents").status_code == 429  # the same address's anonymous allowance
+        assert c.get("/api/documents", headers=bearer(BOB_KEY)).status_code == 200  # a real key has its own
+
+
+BROKEN_POLICY = "allow_sources: [\n"
+
+
+def test_healthz_is_503_while_the_corpus_policy_is_broken(tmp_path: Path):
+    app, _ = scripted_app(tmp_path, policy=BROKEN_POLICY)
+    with TestClient(app, raise_server_exceptions=False) as c:
+        r = c.get("/healthz")
+        assert r.status_code == 503, r.text
+        assert r.json()["error"] == "server_config" and "corpus_policy.yaml is not valid YAML" in r.json()["detail"]
+        assert "\n" not in r.json()["detail"] and str(tmp_path) not in r.text
+        assert c.post("/api/agent/qa/v2", json={"question": QUESTION}).json()["error"] == "server_config"
+        (tmp_path / "store" / "corpus_policy.yaml").write_text("snippet_visible: true\n", encoding="utf-8")
+        r = c.get("/healthz")
+        assert r.status_code == 200 and r.json()["status"] == "ok"
+
+
+def test_method_not_allowed_names_the_allowed_methods(tmp_path: Path):
+    app, _ = scripted_app(tmp_path)
+    with TestClient(app, raise_server_exceptions=False) as c:
+        for method, path, allowed in (("DELETE", "/api/agent/qa/v2", "POST"), ("PUT", "/healthz", "GET"),
+                                      ("PATCH", "/api/sessions/", "GET")):
+            r = c.request(method, path)
+            assert r.status_code == 405 and r.json()["error"] == "method_not_allowed", (path, r.text)
+            assert r.headers.get("allow") == allowed, (path, r.headers)
+
+
+def test_the_openapi_question_limit_is_the_one_the_server_applies(tmp_path: Path):
+    settings = scripted_settings(tmp_path / "store")
+    ingest_corpus(settings, tmp_path / "corpus")
+    for limit in (settings.answer.max_question_chars, 40):
+        configured = settings.model_copy(update={"answer": settings.answer.model_copy(
+            update={"max_question_chars": limit})})
+        app = create_app(configured, llm=ScriptedLLM([Brain()] * 100), embedder=HashingEmbedder(),
+                         judge=LexicalJudge())
+        with TestClient(app, raise_server_exceptions=False) as c:
+            schemas = c.get("/openapi.json").json()["components"]["schemas"]
+            assert schemas["QARequest"]["properties"]["question"]["maxLength"] == limit
+            assert schemas["SelfCorrectiveRequest"]["properties"]["query"]["maxLength"] == limit
+            over = c.post("/api/agent/qa/v2", json={"question": "Linden " + "x" * limit})
+            assert over.status_code == 400 and f"the limit is {limit}" in over.json()["detail"], over.text
+            assert c.post("/api/agent/qa/v2", json={"question": QUESTION}).status_code == 200  # 32 characters
+
+
+def test_an_empty_document_scope_is_a_422_naming_the_fix(tmp_path: Path):
+    app, _ = scripted_app(tmp_path)
+    with TestClient(app, raise_server_exceptions=False) as c:
+        r = c.post("/api/agent/qa/v2", json={"question": QUESTION, "doc_ids": []})
+        assert r.status_code == 422 and r.json()["error"] == "invalid_request"
+        assert r.json()["detail"].endswith("doc_ids is empty: leave it out to search every document")
