@@ -179,6 +179,9 @@ def test_stream_rejects_a_bad_request_before_streaming(client: TestClient):
     assert r.status_code == 400 and r.json()["error"] == "bad_request"
     r = client.post("/api/agent/qa/v2/stream", json={"question": ""})
     assert r.status_code == 422
+    for question in ("why " * 600, "?!"):  # over answer.max_question_chars; no words
+        r = client.post("/api/agent/qa/v2/stream", json={"question": question})
+        assert r.status_code == 400 and r.headers["content-type"].startswith("application/json"), r.text[:200]
 
 
 def test_snippet_visible_false_hides_source_text_everywhere(tmp_path: Path):

@@ -28,6 +28,7 @@ from cograg.control.models import CancelToken, mode_name
 from cograg.engine import Engine
 from cograg.errors import CogragError, ConfigError, StoreError
 from cograg.orchestrator.events import BusEvent, EventBus
+from cograg.questions import checked_question
 from cograg.text import shown_ref
 
 router = APIRouter(prefix="/api/agent", tags=["answers"])
@@ -64,6 +65,8 @@ def resolve_doc_ids(engine: Engine, refs: list[str] | None, caller: Caller | Non
 
 
 def prepare(state: ApiState, body: QARequest, caller: Caller) -> PreparedTurn:
+    # a question no turn takes (too long, no words) is a 400 before a stream starts, not an event in it
+    checked_question(body.question, state.engines.settings.answer.max_question_chars)
     try:
         mode = mode_name(body.mode) if body.mode else None
     except ValueError as exc:
