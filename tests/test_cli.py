@@ -467,6 +467,15 @@ def test_control_characters_in_a_name_show_as_escapes_and_never_reach_the_termin
         assert "\\x1b[31mRED\\x1b]0;owned\\x07" in res.stdout.replace("\n", "").replace(" ", "")
 
 
+def test_a_bidirectional_override_in_a_name_shows_as_its_escape(cli, store_dir: Path, folder: Path) -> None:
+    # U+202E showed "invoice\u202efdp.md" as "invoicedm.pdf" on the terminal
+    (folder / "invoice\u202efdp.md").write_text("Quarterly tram report.\n", encoding="utf-8")
+    assert cli("ingest", folder, "--store", store_dir).exit_code == 0
+    res = cli("docs", "list", "--store", store_dir)
+    assert "\u202e" not in res.stdout
+    assert "invoice\\u202efdp.md" in res.stdout.replace("\n", "").replace(" ", "")
+
+
 def test_trace_with_no_traces_says_so_and_its_json_is_an_empty_list(cli, store_dir: Path, folder: Path) -> None:
     assert cli("ingest", folder, "--store", store_dir).exit_code == 0
     res = cli("trace", "--store", store_dir)

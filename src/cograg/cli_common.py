@@ -58,15 +58,23 @@ SetOpt = Annotated[list[str] | None, typer.Option(
 
 # control characters but line break and tab: an escape sequence in a file name or a document
 # ("\x1b[31m", "\x1b]0;title\x07") would recolour the terminal, retitle it or move its cursor
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# C0/C1 controls but tab and newline, and the bidirectional overrides and isolates (U+202A-U+202E,
+# U+2066-U+2069), which would show a fact, path or name reversed on the terminal
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def _escaped(m: re.Match[str]) -> str:
+    code = ord(m.group())
+    return f"\\x{code:02x}" if code < 256 else f"\\u{code:04x}"
 
 
 def plain(value: object) -> str:
     """`value` as console text that prints as written. Our own output styles itself with rich
     markup ("[bold]…[/]"); a title, path, passage, answer or message from outside can hold text
     shaped like it ("[x]" vanished, "[/b]" failed the whole print), so every such value goes
-    through here. A control character shows as its escape ("\\x1b"), never acts on the terminal."""
-    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(value))
+    through here. A control character shows as its escape ("\\x1b", "\\u202e"), never acts on
+    the terminal."""
+    text = _CONTROL.sub(_escaped, str(value))
     return escape(text)
 
 

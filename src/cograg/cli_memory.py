@@ -6,6 +6,7 @@ compact|delete|export` (also as `sessions`), `cograg facts list|forget --session
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -15,7 +16,7 @@ from cograg.cli_common import (JsonOpt, SetOpt, StoreOpt, _settings, app, emphas
                                one_line, out, plain)
 from cograg.engine import Engine
 from cograg.errors import CogragError
-from cograg.memory.store import SessionNotFound
+from cograg.memory.store import SessionNotFound, check_session_id
 from cograg.messages import message
 from cograg.text import is_utf8, readable
 
@@ -53,7 +54,7 @@ def _print_facts(facts: list[Any]) -> None:
     for f in facts:
         state = "" if f.valid else f" [red](invalid: {plain(f.invalid_reason)})[/]"
         who = " [yellow](your correction)[/]" if f.kind == "user_correction" else ""
-        out.print(f"[bold]{plain(f.fact_id)}[/] {plain(f.statement)}{who}{state}", highlight=False)
+        out.print(f"[bold]{plain(f.fact_id)}[/] {plain(one_line(f.statement))}{who}{state}", highlight=False)
         if f.kind == "document":
             out.print(f"    [dim]{plain(f.source)}[/] “{plain(one_line(f.quote))}”", highlight=False)
 
@@ -204,6 +205,7 @@ def chat(session: Annotated[str, typer.Option("--session", help="session id (cre
     """An interactive conversation in a session: each line is a question; `/facts` lists what the
     session remembers, `/forget ID` forgets a fact, `/compact` folds old turns, `/quit` ends."""
     settings = _settings(store, set_, llm=model)
+    check_session_id(session)  # "a/b" is refused now, not after the first question is typed
     with Engine.open(settings=settings, create=False) as engine:
         while True:
             try:
@@ -224,21 +226,34 @@ def chat(session: Annotated[str, typer.Option("--session", help="session id (cre
                 err.print(f"[bold red]error:[/] {plain(exc)}", highlight=False)
 
 
+CHAT_COMMANDS = "/facts, /forget FACT_ID, /compact, /quit"
+# "/forget" or "/help": a command; "/usr/bin/env is what?": a question
+_COMMAND = re.compile(r"/[A-Za-z]+(?:\s|$)")
+
+
 def _chat_line(engine: Engine, session: str, line: str) -> None:
-    if line == "/facts":
+    word, _, rest = line.partition(" ")
+    if not _COMMAND.match(line):
+        _chat_turn(engine, session, line)
+    elif line == "/facts":
         try:
             facts = engine.memory().facts(session, include_invalid=False)
         except SessionNotFound:  # the chat's session is made by its first question
             facts = []
         _print_facts(facts)
-    elif line.startswith("/forget "):
-        engine.memory().forget(session, line.split(maxsplit=1)[1].strip())
+    elif word == "/forget" and rest.strip():
+        engine.memory().forget(session, rest.strip())
         out.print("forgotten")
     elif line == "/compact":
-        r = engine.memory().compact(session)
+        try:
+            r = engine.memory().compact(session)
+        except SessionNotFound:
+            out.print("nothing to compact yet")
+            return
         out.print(f"folded {r.folded} turns, kept {r.kept_raw} raw")
-    else:
-        _chat_turn(engine, session, line)
+    else:  # was sent to the model as a question and stored in the session ("/forget" with no id)
+        usage = "/forget needs a fact id (see /facts)" if word == "/forget" else f"unknown command {word[:40]}"
+        raise CogragError(f"{usage}; commands: {CHAT_COMMANDS}")
 
 
 def _chat_turn(engine: Engine, session: str, question: str) -> None:
