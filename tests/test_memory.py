@@ -512,3 +512,71 @@ def test_the_http_api_lists_shows_forgets_exports_and_deletes_sessions(tmp_path:
         assert client.delete("/api/sessions/web").json() == {"deleted": "web"}
         assert client.get("/api/sessions").json() == []
         assert client.delete("/api/sessions/web").status_code == 404
+
+
+# ---------------------------------------------------------------------------------- a damaged memory store
+def test_a_corrupt_fact_row_never_breaks_an_ingest_a_session_or_another_session(eng: Engine, tmp_path: Path):
+    # fact_sources read the row with json_extract: "malformed JSON" after the ingest had committed,
+    # and from then on in every session's turn and every listing
+    e, ask = chat(eng)
+    ask(ARCHES, "s1")
+    ask("Who designed the Linden Bridge?", "s2")
+    e.memory().store.conn.execute("UPDATE facts SET data='{broken' WHERE session_id='s1'")
+    (tmp_path / "corpus" / "linden.md").write_text(LINDEN.replace("seven", "eight"), encoding="utf-8")
+    assert e.ingest([tmp_path / "corpus"]).updated == 1
+    [fact] = e.memory().facts("s2")
+    assert not fact.valid and fact.invalid_reason == "source document changed"
+    assert e.memory().session("s1").turn_count == 1 and len(e.memory().turns("s1")) == 1
+    resp, trace, _ = ask("When did the Linden Bridge open?", "s3")
+    assert "1811" in resp.answer and "MEMORY_COMMITTED" in names(trace) and "MEMORY_ERROR" not in names(trace)
+
+
+def test_a_corrupt_turn_row_never_stops_later_turns_or_their_compaction(eng: Engine):
+    # unfolded_tokens read the row with json_extract: every later turn ended with MEMORY_ERROR and
+    # the session was never compacted again
+    e, ask = chat(eng)
+    ask(ARCHES)
+    mem = e.memory()
+    mem.store.conn.execute("UPDATE turns SET data='{broken' WHERE session_id='s1'")
+    mem.config = mem.config.model_copy(update={"keep_raw_turns": 1, "compact_above_tokens": 100})
+    for q in ["When did the Linden Bridge open?", "Who designed the Linden Bridge?", ARCHES] * 3:
+        _, trace, _ = ask(q)
+        assert "MEMORY_COMMITTED" in names(trace) and "MEMORY_ERROR" not in names(trace)
+    folded = [t.seq for t in mem.turns("s1") if t.folded]  # shown as folded too (SQLite said false)
+    assert mem.session("s1").summary.folded_turns == len(folded) >= 3 and folded == list(range(2, len(folded) + 2))
+    assert mem.store.conn.execute("SELECT folded FROM turns WHERE seq=1").fetchone()[0] == 1  # the corrupt one too
+    assert mem.store.unfolded_tokens("s1") <= 100
+
+
+def test_a_damaged_memory_file_is_a_one_line_error_in_the_cli(eng: Engine, cli, ingest_env):
+    _, ask = chat(eng)
+    for s in ("s1", "s2"):
+        ask(ARCHES, s)
+    store = eng.memory().store
+    store.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    page = int(store.conn.execute("PRAGMA page_size").fetchone()[0])
+    root = int(store.conn.execute("SELECT rootpage FROM sqlite_master WHERE name='sessions'").fetchone()[0])
+    with store.path.open("r+b") as fh:
+        fh.seek((root - 1) * page)
+        fh.write(b"\xa5" * page)
+    for args in (("session", "list"), ("session", "show", "s1"), ("ask", ARCHES, "--session", "s1")):
+        r = cli(*args, "--store", eng.settings.store)
+        assert r.exit_code == 1, (args, r.stderr)
+        assert re.fullmatch(rf"error: memory store {re.escape(str(store.path))}: damaged \([^\n]*\)\n", r.stderr)
+
+
+def test_an_ingest_whose_memory_cannot_be_updated_still_reports_its_documents(eng: Engine, tmp_path: Path,
+                                                                               monkeypatch):
+    # the documents were committed, then the memory sync failed and the command reported a failure
+    from cograg.errors import StoreError
+
+    e, ask = chat(eng)
+    ask(ARCHES)
+
+    def broken(**_: object) -> list[str]:
+        raise StoreError("memory store memory.db: read-only (attempt to write a readonly database)")
+    monkeypatch.setattr(e.memory(), "sync", broken)
+    (tmp_path / "more").mkdir()
+    (tmp_path / "more" / "ferry.md").write_text("# Ferry\n\nThe ferry leaves at nine.\n", encoding="utf-8")
+    summary = e.ingest(tmp_path / "more")
+    assert summary.added == 1 and any("session memory not updated" in w.reason for w in summary.warnings)

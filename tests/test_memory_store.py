@@ -210,7 +210,8 @@ def test_folded_turns_leave_the_turn_but_stay_in_the_history(mem: Any):
     for i in range(1, 4):
         mem.commit_turn(turn("s1", i), [])
     assert mem.unfolded_tokens("s1") == 18
-    summary = mem.load("s1").session.summary.model_copy(update={"rolling": "turns 1-2", "folded_turns": 2})
+    def summary(s: Any, seqs: list[int]) -> Any:
+        return s.model_copy(update={"rolling": "turns 1-2", "folded_turns": 2})
     assert mem.fold_turns("s1", 2, summary) == 2 and mem.fold_turns("s1", 2, summary) == 0
     state = mem.load("s1")
     assert [t.seq for t in state.turns] == [3] and state.session.summary.rolling == "turns 1-2"
@@ -289,4 +290,242 @@ def test_a_redis_outage_mid_session_is_a_one_line_store_error(tmp_path: Path):
         mem.create_session("s1")
     with pytest.raises(StoreError, match=r"^Redis memory at redis://127\.0\.0\.1:\d+/0 failed: ConnectionError: "):
         mem.load("s1")
+    mem.close()
+
+
+def test_two_stores_on_one_redis_keep_their_sessions_facts_and_cache_apart(redis_url: str, tmp_path: Path):
+    # Two documents stores whose memory is the same Redis database: each store's keys live under its
+    # own prefix, so B neither lists A's sessions nor serves A's cached answers, and B's document sync
+    # (which knows only B's documents) must not invalidate A's facts as "source document deleted".
+    import redis
+
+    from cograg.components import build_components
+    from cograg.config import Settings
+    from cograg.memory.service import SessionMemory
+
+    client = redis.Redis.from_url(redis_url)
+    client.flushdb()
+
+    def components(name: str) -> Any:
+        return build_components(Settings(store=tmp_path / name, embedder="none", memory={"backend": redis_url}))
+
+    parts = {name: components(name) for name in ("a", "b")}
+    try:
+        a, b = parts["a"].memory.get(), parts["b"].memory.get()
+        a.create_session("s-a", user="ann")
+        f = fact("s-a", "The Linden Bridge opened in 1811.", doc="doc-of-a")
+        a.commit_turn(turn("s-a", 1), [f])
+        a.cache_put("k", {"answer": "from a"}, session_id="s-a")
+
+        assert b.list_sessions() == [] and b.list_sessions(user="ann") == []
+        assert b.get_session("s-a") is None and b.facts("s-a") == [] and b.cache_get("k") is None
+        store_b = parts["b"].store
+        service_b = SessionMemory(b, doc_hash=lambda d: (doc := store_b.get_document(d)) and doc.content_hash,
+                                  generation=store_b.generation)
+        assert service_b.sync(force=True) == [] and b.fact_sources() == {}
+        assert b.cache_clear() == 0 and b.expire_sessions(time.time() + 10) == []
+
+        assert [(x.fact_id, x.valid) for x in a.facts("s-a")] == [(f.fact_id, True)]
+        assert [s.session_id for s in a.list_sessions()] == ["s-a"] and a.cache_get("k") == {"answer": "from a"}
+        assert a.get_meta("documents_generation") is None  # B's sync wrote only B's meta
+        a_id = parts["a"].store.store_id()
+        assert a.prefix == f"cograg:{a_id[:16]}" and b.prefix == f"cograg:{parts['b'].store.store_id()[:16]}"
+        keys = {k.decode() for k in client.keys("*")}
+        assert {k for k in keys if not k.startswith(a.prefix + ":")} == {b.prefix + ":meta"}  # B's sync: B's meta only
+    finally:
+        for p in parts.values():
+            p.close()
+    again = components("a")  # the prefix is stable: the store reopened finds its sessions
+    try:
+        assert [s.session_id for s in again.memory.get().list_sessions()] == ["s-a"]
+        assert again.store.store_id() == a_id
+    finally:
+        again.close()
+
+
+@pytest.mark.parametrize("days", ["36500.5", "1e12", "1e308"])
+def test_a_session_ttl_past_a_hundred_years_is_a_settings_error(days: str, monkeypatch: pytest.MonkeyPatch):
+    # 1e12 days made every Redis EXPIRE fail ("invalid expire time"); 1e308 overflowed int() in `session list`
+    from cograg.config import Settings
+
+    with pytest.raises(ValueError, match="less than or equal to 36500"):
+        Settings(memory={"session_ttl_days": float(days)})
+    with pytest.raises(ValueError, match="less than or equal to 36500"):
+        Settings().with_overrides([f"memory.session_ttl_days={days}"])
+    monkeypatch.setenv("COGRAG_MEMORY__SESSION_TTL_DAYS", days)
+    with pytest.raises(ValueError, match="less than or equal to 36500"):
+        Settings()
+    assert Settings(memory={"session_ttl_days": 36500}).memory.session_ttl_days == 36500
+
+
+def test_redis_accepts_the_longest_session_ttl_and_refuses_a_larger_one(redis_url: str):
+    from cograg.memory.redis_store import MAX_TTL_S, RedisMemoryStore
+
+    assert MAX_TTL_S == 36500 * 86400
+    mem = RedisMemoryStore(redis_url, prefix="ttl-max", ttl_s=MAX_TTL_S)
+    mem.create_session("s1")
+    mem.commit_turn(turn("s1", 1), [fact("s1", "The Linden Bridge opened in 1811.")])
+    assert MAX_TTL_S - 60 < mem.client.ttl(mem._key("s1", ":facts")) <= MAX_TTL_S
+    mem.delete_session("s1")
+    mem.close()
+    for bad in (MAX_TTL_S + 1, 1e12 * 86400, float("inf"), float("nan"), -1):
+        with pytest.raises(StoreError, match="session TTL"):
+            RedisMemoryStore(redis_url, ttl_s=bad)
+
+
+def break_rows(mem: Any, session: str, fact_id: str, seq: int) -> None:
+    """Break one fact row and one turn row behind the store's back (not JSON any more)."""
+    if isinstance(mem, SQLiteMemoryStore):
+        mem.conn.execute("UPDATE facts SET data='{broken' WHERE fact_id=?", (fact_id,))
+        mem.conn.execute("UPDATE turns SET data='{broken' WHERE session_id=? AND seq=?", (session, seq))
+    else:
+        mem.client.hset(mem._key(session, ":facts"), fact_id, "{broken")
+        mem.client.hset(mem._key(session, ":turns"), str(seq), "{broken")
+
+
+def test_a_corrupt_fact_or_turn_row_is_skipped_by_sources_tokens_and_folding(mem: Any):
+    # SQLite once read these rows with json_extract: "malformed JSON" failed every document sync
+    # (so every session turn and listing) and every later turn's compaction check
+    mem.create_session("s1")
+    good, bad = fact("s1", "Good fact one."), fact("s1", "Bad fact two.", doc="d2")
+    for i in (1, 2, 3):
+        mem.commit_turn(turn("s1", i), [good, bad] if i == 1 else [])
+    break_rows(mem, "s1", bad.fact_id, seq=2)
+    assert mem.fact_sources() == {"d1": {"h1"}}
+    assert mem.invalidate_sources({"d1": "source document changed"}) == [good.fact_id]
+    assert mem.unfolded_tokens("s1") == 12
+    assert mem.fold_turns("s1", 2, lambda s, seqs: s.model_copy(update={"rolling": "x", "folded_turns": 2})) == 2
+    assert mem.unfolded_tokens("s1") == 6 and [t.seq for t in mem.load("s1").turns] == [3]
+
+
+def test_folded_turns_are_marked_folded_in_the_history(mem: Any):
+    # SQLite set only its `folded` column: show, --json, export and the HTTP API said folded: false
+    mem.create_session("s1")
+    for i in range(1, 4):
+        mem.commit_turn(turn("s1", i), [])
+    mem.fold_turns("s1", 2, lambda s, seqs: s.model_copy(update={"rolling": "turns 1-2", "folded_turns": 2}))
+    assert [(t.seq, t.folded) for t in mem.turns("s1")] == [(1, True), (2, True), (3, False)]
+    assert [t.folded for t in mem.turns("s1", include_folded=False)] == [False]
+    if isinstance(mem, SQLiteMemoryStore):  # the stored JSON says so too, for anything reading it raw
+        assert [r[0] for r in mem.conn.execute("SELECT json_extract(data, '$.folded') FROM turns ORDER BY seq")] \
+            == [1, 1, 0]
+
+
+def test_a_compaction_keeps_the_summary_update_of_a_turn_committed_meanwhile(mem: Any):
+    # compact read the summary, a turn then committed its summary update, and the fold wrote the
+    # stale summary back over it (race.py: 7-10 of 15 conclusions kept); a second compaction that
+    # folded the same turns first must not have them counted or summarised twice
+    from cograg.config import MemoryConfig
+    from cograg.memory.memorizer import summary_updater
+    from cograg.memory.service import SessionMemory
+
+    service = SessionMemory(mem, MemoryConfig(keep_raw_turns=1), doc_hash=lambda _: "h1", generation=lambda: "g")
+    mem.create_session("s1")
+    for i in (1, 2, 3):
+        mem.commit_turn(turn("s1", i), [])
+    real_fold = mem.fold_turns
+    late = fact("s1", "A turn committed during the compaction.")
+    late_turn = turn("s1", 4)
+    calls: list[int] = []
+
+    def fold_after_others(session_id: str, upto_seq: int, update: Any) -> int:
+        calls.append(upto_seq)
+        if len(calls) == 1:  # between compact's reads and its write: a turn, then a whole other compaction
+            mem.commit_turn(late_turn, [late], summary_update=summary_updater(late_turn, [late]))
+            assert service.compact("s1").folded == 3
+        return real_fold(session_id, upto_seq, update)
+
+    mem.fold_turns = fold_after_others
+    try:
+        first = service.compact("s1")
+    finally:
+        del mem.fold_turns
+    assert first.folded == 0
+    summary = service.session("s1").summary
+    assert summary.key_conclusions == ["A turn committed during the compaction."]
+    assert summary.folded_turns == 3 and summary.rolling.split("\n") == [f"q {i} — answer {i}" for i in (1, 2, 3)]
+    assert [t.seq for t in mem.turns("s1", include_folded=False)] == [4]
+
+
+def test_concurrent_compactions_and_turns_keep_every_summary_update(mem: Any, backend: str, tmp_path: Path):
+    from cograg.config import MemoryConfig
+    from cograg.memory.memorizer import summary_updater
+    from cograg.memory.service import SessionMemory
+
+    other = open_memory_store(backend, tmp_path)
+    services = [SessionMemory(s, MemoryConfig(keep_raw_turns=1), doc_hash=lambda _: "h1", generation=lambda: "g")
+                for s in (mem, other)]
+    mem.create_session("s1")
+    n, done = 12, threading.Event()
+    start = threading.Barrier(3)
+
+    def committer() -> None:
+        start.wait()
+        for i in range(n):
+            f, t = fact("s1", f"Statement number {i} is true."), turn("s1", i)
+            mem.commit_turn(t, [f], summary_update=summary_updater(t, [f]))
+        done.set()
+
+    def compactor(service: SessionMemory) -> None:
+        start.wait()
+        while not done.is_set():
+            service.compact("s1")
+
+    threads = [threading.Thread(target=committer)] + [threading.Thread(target=compactor, args=(s,)) for s in services]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    services[0].compact("s1")
+    other.close()
+    summary = services[0].session("s1").summary
+    assert sorted(summary.key_conclusions) == sorted(f"Statement number {i} is true." for i in range(n))
+    assert summary.folded_turns == n - 1 == sum(t.folded for t in mem.turns("s1"))
+    assert summary.rolling.split("\n") == [f"q {i} — answer {i}" for i in range(n - 1)]
+
+
+def test_a_read_only_memory_file_is_a_one_line_store_error(tmp_path: Path):
+    mem = SQLiteMemoryStore(tmp_path)
+    mem.create_session("s1")
+    mem.conn.execute("PRAGMA query_only=1")  # what a read-only file answers, also for root
+    with pytest.raises(StoreError) as info:
+        mem.commit_turn(turn("s1", 1), [fact("s1", "The Linden Bridge opened in 1811.")])
+    assert str(info.value).startswith(f"memory store {tmp_path / 'memory.db'}: read-only (")
+    assert "\n" not in str(info.value)
+    assert [t.seq for t in mem.load("s1").turns] == [] and mem.get_session("s1") is not None  # reads still work
+    mem.close()
+
+
+def test_a_damaged_memory_file_is_a_one_line_store_error(tmp_path: Path):
+    import re
+
+    mem = SQLiteMemoryStore(tmp_path)
+    for i in range(3):
+        mem.create_session(f"s{i}")
+        mem.commit_turn(turn(f"s{i}", 1), [fact(f"s{i}", f"Fact {i} {'x' * 500}.")])
+    page = int(mem.conn.execute("PRAGMA page_size").fetchone()[0])
+    roots = {r[0]: int(r[1]) for r in mem.conn.execute("SELECT name, rootpage FROM sqlite_master")}
+    mem.close()
+    db = tmp_path / "memory.db"
+    with db.open("r+b") as fh:  # garbage over the root pages of the facts and sessions tables
+        for table in ("facts", "sessions"):
+            fh.seek((roots[table] - 1) * page)
+            fh.write(b"\xa5" * page)
+    mem = SQLiteMemoryStore(tmp_path)
+    damaged = rf"^memory store {re.escape(str(db))}: damaged \([^\n]*\)$"
+    for read in (lambda: mem.facts("s1"), lambda: mem.list_sessions(), lambda: mem.load("s1"),
+                 lambda: mem.fact_sources(), lambda: mem.commit_turn(turn("s1", 2), [])):
+        with pytest.raises(StoreError, match=damaged):
+            read()
+    mem.close()
+
+
+def test_a_turn_folded_by_an_earlier_sqlite_store_is_shown_folded(tmp_path: Path):
+    # such a store set only the `folded` column and left `"folded": false` in the turn's JSON
+    mem = SQLiteMemoryStore(tmp_path)
+    mem.create_session("s1")
+    for i in (1, 2):
+        mem.commit_turn(turn("s1", i), [])
+    mem.conn.execute("UPDATE turns SET folded=1 WHERE seq=1")
+    assert [(t.seq, t.folded) for t in mem.turns("s1")] == [(1, True), (2, False)]
     mem.close()

@@ -241,11 +241,16 @@ def _policy(settings: Settings) -> CorpusPolicy:
 
 def _memory_store(settings: Settings, store: Any) -> Any:
     """Sessions live next to the documents they cite (`<store>/memory.db`), or in Redis when
-    several workers share them (`memory.backend=redis://…`)."""
+    several workers share them (`memory.backend=redis://…`): there under the store's own key
+    prefix (`cograg:<store id>`), since other stores may share the Redis database."""
     from cograg.memory.backends import open_memory_store
 
-    return open_memory_store(settings.memory.backend, getattr(store, "directory", settings.store),
-                             ttl_s=settings.memory.session_ttl_days * 86400)
+    backend, ttl_s = settings.memory.backend, settings.memory.session_ttl_days * 86400
+    if backend.startswith(("redis://", "rediss://", "unix://")):
+        from cograg.memory.redis_store import RedisMemoryStore, store_prefix
+
+        return RedisMemoryStore(backend, prefix=store_prefix(store.store_id()), ttl_s=ttl_s)
+    return open_memory_store(backend, getattr(store, "directory", settings.store), ttl_s=ttl_s)
 
 
 def _rules(settings: Settings) -> Any:

@@ -221,7 +221,8 @@ class MemoryConfig(_Section):
     """Conversation memory (SPEC E): sessions, the fact ledger, layered context, the answer cache."""
 
     session_ttl_days: float = Field(
-        30.0, gt=0, allow_inf_nan=False, description="a session untouched this long is deleted (E6)")
+        30.0, gt=0, le=36500, allow_inf_nan=False,
+        description="a session untouched this long is deleted (E6); at most 36500 (100 years)")
     keep_raw_turns: int = Field(6, ge=1, le=50, description="raw turns kept by compaction (E4); L0 shows the last 2")
     compact_above_tokens: int = Field(1500, ge=100, description="compact when the unfolded turns exceed this (E4)")
     max_facts: int = Field(1000, ge=1, description="ledger cap per session; the oldest facts are dropped above it")

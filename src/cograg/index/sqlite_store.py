@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -93,6 +94,16 @@ class SQLiteStore:
 
     def set_meta(self, key: str, value: str) -> None:
         sqlite_schema.set_meta(self.conn, key, value)
+
+    def store_id(self) -> str:
+        """This store's stable identity (`store_id` in meta, made on first use): what scopes its
+        Milvus collection and its Redis memory keys when several stores share one server."""
+        store_id = self.get_meta("store_id")
+        if store_id is None:
+            with self.transaction():
+                store_id = self.get_meta("store_id") or uuid.uuid4().hex
+                self.set_meta("store_id", store_id)
+        return store_id
 
     # ------------------------------------------------------------------ documents
     def get_document(self, doc_id: str) -> Document | None:
@@ -294,6 +305,11 @@ class SQLiteStore:
         with self.transaction() as conn:
             conn.execute("INSERT OR REPLACE INTO traces(trace_id, kind, question, data) VALUES(?,?,?,?)",
                          (trace_id, kind, question, json.dumps(data, ensure_ascii=False, default=str)))
+
+    def delete_traces(self, trace_ids: list[str]) -> int:
+        """Delete these traces (by whole id); how many were there."""
+        with self.transaction() as conn:
+            return sum(conn.execute("DELETE FROM traces WHERE trace_id=?", (t,)).rowcount for t in trace_ids)
 
     def get_trace(self, trace_id: str, *, exact: bool = False) -> dict | None:
         """The trace with id `trace_id`, or the only one whose id starts with it (4+ characters; a

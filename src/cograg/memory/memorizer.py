@@ -145,14 +145,17 @@ def turn_record(*, session_id: str, question: str, resolved: str, question_norm:
                       tokens=tokens(raw))
 
 
-def summary_updater(turn: TurnRecord, facts: list[Fact]) -> Callable[[Any], Any]:
+def summary_updater(turn: TurnRecord, facts: list[Fact], *,
+                    standing: set[str] | None = None) -> Callable[[Any], Any]:
     """The session summary after this turn (run inside the commit, so concurrent turns merge):
-    topics from the turn's entities, conclusions from its verified facts only, an unanswered
-    question stays open until a later turn answers it."""
+    topics from the turn's entities, conclusions from its verified facts only (earlier ones only
+    while `standing`, the statements of the ledger's valid facts, still holds them: a forgotten or
+    invalidated fact leaves the summary too), an unanswered question stays open until a later turn
+    answers it."""
     def update(summary: Any) -> Any:
         topics = list(dict.fromkeys(summary.main_topics + [e.removeprefix("the ") for e in turn.entities[:3]]))
-        conclusions = list(dict.fromkeys(summary.key_conclusions + [f.statement for f in facts
-                                                                    if f.kind == "document"]))
+        earlier = [c for c in summary.key_conclusions if standing is None or c in standing]
+        conclusions = list(dict.fromkeys(earlier + [f.statement for f in facts if f.kind == "document"]))
         unresolved = [q for q in summary.unresolved_questions if q != turn.resolved_question]
         if not turn.grounded and turn.mode not in ("R0_DIRECT_WRITE", "R5_BLOCK"):
             unresolved.append(turn.resolved_question)

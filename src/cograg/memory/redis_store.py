@@ -1,8 +1,8 @@
 """The `MemoryStore` on Redis (SPEC I, E5): sessions shared by every worker of a deployment
 (`COGRAG_MEMORY__BACKEND=redis://HOST:PORT/DB`), with the SQLite store's behaviour.
 
-Keys, all under one prefix (default `cograg`); a session's keys share the hash tag `{SESSION}`,
-so they sit in one slot and one transaction can cover them:
+Keys, all under one prefix P; a session's keys share the hash tag `{SESSION}`, so they sit in one
+slot and one transaction can cover them:
 
 * `P:s:{S}` hash: user, created_at, updated_at, turn_count, next_seq, next_rank, profile, summary
 * `P:s:{S}:facts` hash fact id → Fact JSON; `P:s:{S}:rank` zset fact id → insertion rank
@@ -15,12 +15,32 @@ write to the session between the read and the EXEC aborts it, and it runs again 
 (the summary update included), so concurrent turns from any number of processes keep every fact;
 fact ids are content-derived as in SQLite, so one fact written twice is one entry. Every write
 renews the session's Redis TTL (`ttl_s`), so an abandoned session also disappears on its own;
-`expire_sessions` is the explicit sweep the service runs, as with SQLite."""
+`expire_sessions` is the explicit sweep the service runs, as with SQLite. `ttl_s` is at most
+`MAX_TTL_S` (`memory.session_ttl_days` ≤ 36500): Redis refuses an EXPIRE far beyond that.
+
+One prefix per documents store: several stores may share one Redis database, and each store's
+sessions, facts, answer cache and meta (its `documents_generation`) must stay its own — otherwise
+one store lists another's sessions, serves its cached answers, and its document sync invalidates
+the other's facts, whose source documents it does not hold. The engine therefore opens the store
+with `prefix=store_prefix(store_id)`, i.e. `cograg:<first 16 hex digits of the store's store_id>`
+(the id in the store's SQLite meta, the one the Milvus collection name is made from; a copied
+store directory carries the same id, so clear `store_id` from the copy's meta to part it). Nothing
+this store does reads, writes or deletes a key outside its prefix (`cache_clear` matches its own
+prefix literally).
+
+Data written before this scoping, under the global prefix `cograg` (`cograg:s:*`, `cograg:sessions`,
+`cograg:meta`, `cograg:cache:*`), is not adopted by any store — it cannot be told which store it
+belonged to, and adopting it would repeat the exposure. Those sessions are short-lived: their keys
+carry the session TTL and disappear on their own; the small `cograg:sessions` and `cograg:meta`
+keys that remain can be deleted by hand. `RedisMemoryStore(url)` without a prefix still uses the
+global `cograg` prefix (tests, benchmarks, one-store tools), as does `open_memory_store`."""
 
 from __future__ import annotations
 
 import functools
 import json
+import math
+import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -30,7 +50,7 @@ from cograg.errors import StoreError
 from cograg.memory.models import (
     CommitResult, Fact, Session, SessionState, SessionSummary, SystemProfile, TurnRecord, now,
 )
-from cograg.memory.store import MemoryStore, SessionNotFound, SummaryUpdate
+from cograg.memory.store import FoldUpdate, MemoryStore, SessionNotFound, SummaryUpdate
 
 try:  # the `scale` extra
     import redis
@@ -40,6 +60,20 @@ except ImportError:  # pragma: no cover - depends on the installed extras
     Pipeline = Any  # type: ignore[assignment,misc]
 
 _SUFFIXES = ("", ":facts", ":rank", ":turns", ":folded", ":cache")
+# the longest session TTL: `memory.session_ttl_days` ≤ 36500 (100 years); Redis refuses an expire
+# time whose milliseconds overflow, and Python's int() refuses an infinite one
+MAX_TTL_S = 36500 * 86400
+# a prefix is a key part: no hash-tag braces (they would move a session's keys out of its slot) and
+# no glob characters (they would widen the SCAN pattern of `cache_clear` to other prefixes)
+_PREFIX = re.compile(r"[A-Za-z0-9_.:-]+")
+
+
+def store_prefix(store_id: str) -> str:
+    """The key prefix of one documents store's memory: `cograg:` + the first 16 characters of its id."""
+    short = store_id.strip()[:16]
+    if not short or not _PREFIX.fullmatch(short):
+        raise StoreError(f"cannot scope Redis memory by the store id {store_id!r}: not a plain id")
+    return f"cograg:{short}"
 
 
 def _text(value: Any) -> str | None:
@@ -53,9 +87,14 @@ class RedisMemoryStore:
                  connect_timeout_s: float = 3.0) -> None:
         if redis is None:
             raise StoreError("Redis memory needs the redis package: pip install 'cograg[scale]'")
+        if not _PREFIX.fullmatch(prefix):
+            raise StoreError(f"Redis memory key prefix {prefix!r}: use letters, digits and _ . : - only")
+        if ttl_s is not None and not (math.isfinite(ttl_s) and 0 <= ttl_s <= MAX_TTL_S):
+            raise StoreError(f"Redis memory session TTL {ttl_s!r} s: use 0 to {MAX_TTL_S} seconds "
+                             "(memory.session_ttl_days at most 36500)")
         self.url = url
         self.prefix = prefix
-        self.ttl_s = int(ttl_s) if ttl_s else None
+        self.ttl_s = max(1, math.ceil(ttl_s)) if ttl_s else None  # a fraction of a second is still a TTL
         try:
             self.client = redis.Redis.from_url(url, socket_connect_timeout=connect_timeout_s,
                                                socket_timeout=30.0, health_check_interval=30)
@@ -347,11 +386,12 @@ class RedisMemoryStore:
     def unfolded_tokens(self, session_id: str) -> int:
         return sum(t.tokens for t in self.turns(session_id, include_folded=False))
 
-    def fold_turns(self, session_id: str, upto_seq: int, summary: SessionSummary) -> int:
+    def fold_turns(self, session_id: str, upto_seq: int, summary_update: FoldUpdate) -> int:
         skey, tkey, dkey = self._key(session_id), self._key(session_id, ":turns"), self._key(session_id, ":folded")
 
         def fold(pipe: Pipeline) -> int:
-            if not pipe.exists(skey):
+            raw = pipe.hgetall(skey)  # read under WATCH: a concurrent turn's summary update reruns this
+            if not raw:
                 pipe.multi()
                 return 0
             folded = {_text(s) for s in pipe.smembers(dkey)}
@@ -366,6 +406,9 @@ class RedisMemoryStore:
                     updates[seq] = json.dumps(record, ensure_ascii=False)
                 except (ValueError, TypeError):
                     updates[seq] = data  # a corrupt turn is folded as it is
+            old = self._session(session_id, raw, []).summary
+            new = summary_update(old, sorted(int(s) for s in updates))
+            summary = old.model_copy(update={"rolling": new.rolling, "folded_turns": new.folded_turns})
             pipe.multi()
             if updates:
                 pipe.hset(tkey, mapping=updates)
@@ -376,11 +419,15 @@ class RedisMemoryStore:
         return int(self._transaction(fold, skey, tkey, dkey))
 
     # ------------------------------------------------------------------ meta and the answer cache
+    @property
+    def _meta(self) -> str:
+        return f"{self.prefix}:meta"
+
     def get_meta(self, key: str) -> str | None:
-        return _text(self.client.hget(f"{self.prefix}:meta", key))
+        return _text(self.client.hget(self._meta, key))
 
     def set_meta(self, key: str, value: str) -> None:
-        self.client.hset(f"{self.prefix}:meta", key, value)
+        self.client.hset(self._meta, key, value)
 
     def cache_get(self, key: str) -> dict[str, Any] | None:
         data = self.client.hget(self._cache_key(key), "data")

@@ -136,7 +136,9 @@ class SessionTurn:
         if self.correction:
             facts = [correction_fact(self.correction, session_id=self.session_id, turn_id=turn.turn_id,
                                      corrects=self._corrected_fact())]
-        result = self.memory.store.commit_turn(turn, facts, summary_update=summary_updater(turn, facts),
+        standing = {f.statement for f in self.state.facts if f.valid}  # forgotten or invalid: dropped
+        result = self.memory.store.commit_turn(turn, facts, summary_update=summary_updater(turn, facts,
+                                                                                           standing=standing),
                                                max_facts=self.memory.config.max_facts)
         self.memory.maybe_compact(self.session_id)
         return result
@@ -166,34 +168,57 @@ def _fact_ids_cited(resp: AnswerResponse) -> list[str]:
                               if a.startswith("fact:")))
 
 
+def current_conclusions(session: Session, valid_facts: list[Fact]) -> Session:
+    """`session` with only the summary conclusions a valid fact of its ledger still states: a
+    forgotten fact, or one whose source changed or went, is no conclusion any more (E6). The stored
+    summary drops them at the session's next turn (`summary_updater`'s `standing`)."""
+    standing = {f.statement for f in valid_facts if f.valid}
+    kept = [c for c in session.summary.key_conclusions if c in standing]
+    if len(kept) == len(session.summary.key_conclusions):
+        return session
+    return session.model_copy(update={"summary": session.summary.model_copy(update={"key_conclusions": kept})})
+
+
 class SessionMemory:
     """Sessions over one `MemoryStore`. `doc_hash(doc_id)` is the current content hash of a stored
-    document (None when it is gone); `generation()` changes whenever documents change."""
+    document (None when it is gone); `generation()` changes whenever documents change;
+    `delete_traces(ids)` removes a deleted session's traces from the document store."""
 
     def __init__(self, store: MemoryStore, config: MemoryConfig | None = None, *,
-                 doc_hash: Callable[[str], str | None], generation: Callable[[], str]) -> None:
+                 doc_hash: Callable[[str], str | None], generation: Callable[[], str],
+                 delete_traces: Callable[[list[str]], object] | None = None) -> None:
         self.store = store
         self.config = config or MemoryConfig()
         self.doc_hash = doc_hash
         self.generation = generation
+        self.delete_traces = delete_traces
 
     def cache_enabled(self, *, session: bool) -> bool:
         return self.config.answer_cache == "all" or (self.config.answer_cache == "session" and session)
 
     # ------------------------------------------------------------------ sessions (E6)
     def session(self, session_id: str) -> Session:
+        """The session, its summary's conclusions limited to what its ledger still states. One idle
+        past the TTL is gone, here as in a listing (it was shown and exported until a list)."""
+        self.expire()
         found = self.store.get_session(session_id)
         if found is None:
             raise SessionNotFound(session_id)
-        return found
+        self.sync()
+        return current_conclusions(found, self.store.facts(session_id, include_invalid=False))
 
     def sessions(self, *, user: str | None = None) -> list[Session]:
         self.expire()
         return self.store.list_sessions(user=user)
 
     def delete(self, session_id: str) -> None:
+        """Delete the session, its turns and facts, and its turns' traces (each holds the question,
+        the answer and the facts read: deleting a user's data leaves none of it behind, E6)."""
+        traces = [t.trace_id for t in self.store.turns(session_id) if t.trace_id]
         if not self.store.delete_session(session_id):
             raise SessionNotFound(session_id)
+        if self.delete_traces is not None and traces:
+            self.delete_traces(traces)
 
     def expire(self) -> list[str]:
         """Delete the sessions idle longer than the TTL (E6)."""
@@ -216,7 +241,10 @@ class SessionMemory:
     def export(self, *, user: str | None = None, session_id: str | None = None) -> dict[str, Any]:
         """Everything stored for one user (or one session) as JSON-ready data (E6). With both, the
         session only if it is that user's: an export for one user never holds another's data."""
-        chosen = [self.session(session_id)] if session_id else self.store.list_sessions(user=user)
+        self.expire()
+        chosen = [self.session(session_id)] if session_id else [
+            current_conclusions(s, self.store.facts(s.session_id, include_invalid=False))
+            for s in self.store.list_sessions(user=user)]
         chosen = [s for s in chosen if user is None or s.user == user]
         return {"user": user, "sessions": [
             {**s.model_dump(mode="json"),
@@ -256,7 +284,11 @@ class SessionMemory:
         """Keep the last `keep_raw_turns` turns raw and fold the older ones into the rolling
         summary: their short summaries (the question and its first verified sentence), oldest
         trimmed first so the summary stays within a third of the compaction threshold. With `llm`,
-        the model then condenses the summary, keeping only what the lines state (`compaction.py`)."""
+        the model then condenses the summary, keeping only what the lines state (`compaction.py`).
+        The summary is merged inside the store's write (`fold_turns`): a turn committed meanwhile
+        keeps its summary update, and a turn another compaction folded first is not folded again."""
+        from cograg.memory.models import SessionSummary
+
         session = self.session(session_id)
         turns = self.store.turns(session_id, include_folded=False)
         keep = self.config.keep_raw_turns
@@ -264,23 +296,39 @@ class SessionMemory:
         result = Compaction(session_id=session_id, kept_raw=len(turns) - len(fold), reason=reason)
         if not fold:
             return result
-        lines = [ln for ln in session.summary.rolling.split("\n") if ln.strip()]
-        lines += [t.summary_short for t in fold if t.summary_short]
         limit = max(50, self.config.compact_above_tokens // 3)
-        sizes = [_count_tokens(ln) + 1 for ln in lines]
-        total = sum(sizes)
-        while len(lines) > 1 and total > limit:  # rule-based trimming: the oldest lines go first
-            lines.pop(0)
-            total -= sizes.pop(0)
-        rolling = "\n".join(lines)
-        if llm is not None and lines:
+
+        def rule_lines(rolling: str, folding: list[TurnRecord]) -> list[str]:
+            lines = [ln for ln in rolling.split("\n") if ln.strip()]
+            lines += [t.summary_short for t in folding if t.summary_short]
+            sizes = [_count_tokens(ln) + 1 for ln in lines]
+            total = sum(sizes)
+            while len(lines) > 1 and total > limit:  # rule-based trimming: the oldest lines go first
+                lines.pop(0)
+                total -= sizes.pop(0)
+            return lines
+
+        planned = rule_lines(session.summary.rolling, fold)
+        condensed = None
+        if llm is not None and planned:  # outside the store's write: a model call holds no lock
             from cograg.memory.compaction import condense
 
-            rolling, result.summary = condense(lines, llm, count_tokens=_count_tokens)
-        summary = session.summary.model_copy(update={"rolling": rolling,
-                                                     "folded_turns": session.summary.folded_turns + len(fold)})
-        result.folded = self.store.fold_turns(session_id, fold[-1].seq, summary)
-        result.rolling_tokens = _count_tokens(rolling)
+            condensed, result.summary = condense(planned, llm, count_tokens=_count_tokens)
+        written: dict[str, str] = {}
+
+        def update(summary: SessionSummary, folded_seqs: list[int]) -> SessionSummary:
+            folding = [t for t in fold if t.seq in set(folded_seqs)]
+            if not folding:  # another compaction folded them first
+                return summary
+            if condensed is not None and summary.rolling == session.summary.rolling and len(folding) == len(fold):
+                rolling = condensed
+            else:  # the summary moved since it was condensed: the rule lines on the summary as it is
+                rolling = "\n".join(rule_lines(summary.rolling, folding))
+            written["rolling"] = rolling
+            return summary.model_copy(update={"rolling": rolling, "folded_turns": summary.folded_turns + len(folding)})
+
+        result.folded = self.store.fold_turns(session_id, fold[-1].seq, update)
+        result.rolling_tokens = _count_tokens(written.get("rolling", session.summary.rolling))
         return result
 
     # ------------------------------------------------------------------ a turn
@@ -303,7 +351,8 @@ class SessionMemory:
         corrected = {f.corrects for f in state.facts if f.kind == "user_correction" and f.corrects}
         usable = [f for f in state.facts if f.fact_id not in corrected]  # a disputed fact is not recalled
         facts = relevant_facts(resolved, usable, self.config.recall_facts)
-        context = build_context(state.session, state.turns, facts, budget_tokens=self.config.context_budget_tokens,
+        context = build_context(current_conclusions(state.session, state.facts), state.turns, facts,
+                                budget_tokens=self.config.context_budget_tokens,
                                 count_tokens=_count_tokens)
         # facts that did not fit the budget are not given to the turn either
         kept = {b.block_id.removeprefix("L3:") for b in context.blocks if b.layer == "L3"}

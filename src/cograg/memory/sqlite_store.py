@@ -5,7 +5,8 @@ A separate file next to `cograg.db`: the document store versions its schema with
 Each turn is written back in one `BEGIN IMMEDIATE` transaction, which serialises writers across
 threads and processes; fact rows are keyed by a content-derived id (`INSERT OR IGNORE`), so
 concurrent turns on one session never lose a fact. A row that does not parse is reported in
-`SessionState.problems` and skipped, never fatal."""
+`SessionState.problems` and skipped, never fatal (SQL reads JSON only `WHERE json_valid(data)`).
+A SQLite failure after the file opened (read-only, damaged, disk full) is a one-line StoreError."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from cograg.errors import StoreError
 from cograg.memory.models import (
     CommitResult, Fact, Session, SessionState, SessionSummary, SystemProfile, TurnRecord, now,
 )
-from cograg.memory.store import SessionNotFound, SummaryUpdate
+from cograg.memory.store import FoldUpdate, SessionNotFound, SummaryUpdate
 
 DB_NAME = "memory.db"
 
@@ -114,7 +115,8 @@ class SQLiteMemoryStore:
         if current > SCHEMA_VERSION:
             raise StoreError(f"memory schema version {current} is newer than this cograg supports ({SCHEMA_VERSION})")
         for version in range(current, SCHEMA_VERSION):
-            with self._tx() as conn:
+            # not _tx: a "database is locked" here must stay an OperationalError, which __init__ retries
+            with self._lock, immediate_transaction(self.conn) as conn:
                 if int(conn.execute("PRAGMA user_version").fetchone()[0]) != version:
                     continue  # another process migrated meanwhile
                 for stmt in MIGRATIONS[version].split(";\n"):
@@ -122,14 +124,33 @@ class SQLiteMemoryStore:
                         conn.execute(stmt)
                 conn.execute(f"PRAGMA user_version={version + 1}")
 
+    def _failed(self, exc: sqlite3.Error) -> StoreError:
+        """One line naming the file and what is wrong with it, for the CLI and the API to report."""
+        code = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+        text = (str(exc).splitlines() or [""])[0]
+        if code == 8 or "readonly" in text:  # SQLITE_READONLY
+            what = "read-only"
+        elif code in (11, 26) or "malformed" in text or "not a database" in text:  # SQLITE_CORRUPT, SQLITE_NOTADB
+            what = "damaged"
+        else:
+            what = "failed"
+        return StoreError(f"memory store {self.path}: {what} ({text})")
+
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
-        with self._lock, immediate_transaction(self.conn) as conn:
-            yield conn
+        with self._lock:
+            try:
+                with immediate_transaction(self.conn) as conn:
+                    yield conn
+            except sqlite3.Error as exc:
+                raise self._failed(exc) from exc
 
     def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
         with self._lock:
-            return self.conn.execute(sql, args).fetchall()
+            try:
+                return self.conn.execute(sql, args).fetchall()
+            except sqlite3.Error as exc:
+                raise self._failed(exc) from exc
 
     # ------------------------------------------------------------------ sessions
     @staticmethod
@@ -185,19 +206,22 @@ class SQLiteMemoryStore:
     def load(self, session_id: str, *, max_facts: int = 1000) -> SessionState:
         problems: list[str] = []
         with self._lock:  # one consistent read of the session
-            self.conn.execute("BEGIN")
             try:
-                rows = self.conn.execute("SELECT * FROM sessions WHERE session_id=?", (session_id,)).fetchall()
-                if not rows:
-                    raise SessionNotFound(session_id)
-                session = self._session(rows[0], problems)
-                fact_rows = self.conn.execute(
-                    "SELECT data FROM facts WHERE session_id=? AND valid=1 ORDER BY created_at DESC, rowid DESC LIMIT ?",
-                    (session_id, max_facts)).fetchall()
-                turn_rows = self.conn.execute("SELECT data FROM turns WHERE session_id=? AND folded=0 ORDER BY seq",
-                                              (session_id,)).fetchall()
-            finally:
-                self.conn.execute("COMMIT")
+                self.conn.execute("BEGIN")
+                try:
+                    rows = self.conn.execute("SELECT * FROM sessions WHERE session_id=?", (session_id,)).fetchall()
+                    if not rows:
+                        raise SessionNotFound(session_id)
+                    session = self._session(rows[0], problems)
+                    fact_rows = self.conn.execute(
+                        "SELECT data FROM facts WHERE session_id=? AND valid=1 "
+                        "ORDER BY created_at DESC, rowid DESC LIMIT ?", (session_id, max_facts)).fetchall()
+                    turn_rows = self.conn.execute("SELECT data, folded FROM turns WHERE session_id=? AND folded=0 "
+                                                  "ORDER BY seq", (session_id,)).fetchall()
+                finally:
+                    self.conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise self._failed(exc) from exc
         facts = self._parse(fact_rows, Fact, problems, "fact")
         facts.reverse()  # oldest first, the order they were established in
         return SessionState(session=session, facts=facts, turns=self._parse(turn_rows, TurnRecord, problems, "turn"),
@@ -208,9 +232,13 @@ class SQLiteMemoryStore:
         out = []
         for r in rows:
             try:
-                out.append(model.model_validate_json(r["data"]))
+                item = model.model_validate_json(r["data"])
             except (ValidationError, ValueError) as exc:
                 problems.append(f"corrupt {what} row skipped: {str(exc).splitlines()[0][:160]}")
+                continue
+            if what == "turn" and bool(r["folded"]) != item.folded:  # the column is what compaction set
+                item = item.model_copy(update={"folded": bool(r["folded"])})
+            out.append(item)
         return out
 
     def commit_turn(self, turn: TurnRecord, facts: list[Fact], *, summary_update: SummaryUpdate | None = None,
@@ -256,7 +284,7 @@ class SQLiteMemoryStore:
         return self._parse(self._rows(sql + " ORDER BY created_at, rowid", (session_id,)), Fact, [], "fact")
 
     def turns(self, session_id: str, *, include_folded: bool = True) -> list[TurnRecord]:
-        sql = "SELECT data FROM turns WHERE session_id=?" + ("" if include_folded else " AND folded=0")
+        sql = "SELECT data, folded FROM turns WHERE session_id=?" + ("" if include_folded else " AND folded=0")
         return self._parse(self._rows(sql + " ORDER BY seq", (session_id,)), TurnRecord, [], "turn")
 
     def forget_fact(self, session_id: str, fact_id: str) -> bool:
@@ -268,7 +296,7 @@ class SQLiteMemoryStore:
         """doc id → the content hashes its valid facts were established from."""
         out: dict[str, set[str | None]] = {}
         for r in self._rows("SELECT source_doc_id, json_extract(data, '$.source_hash') FROM facts "
-                            "WHERE valid=1 AND source_doc_id IS NOT NULL"):
+                            "WHERE valid=1 AND source_doc_id IS NOT NULL AND json_valid(data)"):
             out.setdefault(r[0], set()).add(r[1])
         return out
 
@@ -296,15 +324,26 @@ class SQLiteMemoryStore:
 
     def unfolded_tokens(self, session_id: str) -> int:
         rows = self._rows("SELECT COALESCE(SUM(json_extract(data, '$.tokens')), 0) FROM turns "
-                          "WHERE session_id=? AND folded=0", (session_id,))
+                          "WHERE session_id=? AND folded=0 AND json_valid(data)", (session_id,))
         return int(rows[0][0] or 0)
 
-    def fold_turns(self, session_id: str, upto_seq: int, summary: SessionSummary) -> int:
+    def fold_turns(self, session_id: str, upto_seq: int, summary_update: FoldUpdate) -> int:
         with self._tx() as conn:
-            n = conn.execute("UPDATE turns SET folded=1 WHERE session_id=? AND seq<=? AND folded=0",
-                             (session_id, upto_seq)).rowcount
+            rows = conn.execute("SELECT * FROM sessions WHERE session_id=?", (session_id,)).fetchall()
+            if not rows:
+                return 0
+            seqs = [int(r[0]) for r in conn.execute("SELECT seq FROM turns WHERE session_id=? AND seq<=? AND folded=0 "
+                                                    "ORDER BY seq", (session_id, upto_seq))]
+            # a corrupt row is folded as it is (json_set would fail on it)
+            conn.execute("UPDATE turns SET folded=1, data=CASE WHEN json_valid(data) "
+                         "THEN json_set(data, '$.folded', json('true')) ELSE data END "
+                         "WHERE session_id=? AND seq<=? AND folded=0", (session_id, upto_seq))
+            # merged on the summary as it is now: a turn committed since the caller read it keeps its update
+            old = self._session(rows[0], []).summary
+            new = summary_update(old, seqs)
+            summary = old.model_copy(update={"rolling": new.rolling, "folded_turns": new.folded_turns})
             conn.execute("UPDATE sessions SET summary=? WHERE session_id=?", (summary.model_dump_json(), session_id))
-        return int(n)
+        return len(seqs)
 
     # ------------------------------------------------------------------ meta and the answer cache
     def get_meta(self, key: str) -> str | None:

@@ -27,6 +27,10 @@ class SessionNotFound(SessionError):
 
 
 SummaryUpdate = Callable[[SessionSummary], SessionSummary]
+# compaction's update: (the summary as stored now, the seqs this fold marks folded) → the summary;
+# `fold_turns` runs it inside its write and keeps only its `rolling` and `folded_turns`, so a turn's
+# summary update committed meanwhile survives and two compactions never fold one turn twice
+FoldUpdate = Callable[[SessionSummary, list[int]], SessionSummary]
 
 MAX_SESSION_ID = 200
 # a session id is a URL path segment of the HTTP API (/api/sessions/{id}): no "/", no control character
@@ -65,7 +69,7 @@ class MemoryStore(Protocol):
     def invalidate_sources(self, reasons: dict[str, str], *,
                            current_hashes: dict[str, str] | None = None) -> list[str]: ...
     def unfolded_tokens(self, session_id: str) -> int: ...
-    def fold_turns(self, session_id: str, upto_seq: int, summary: SessionSummary) -> int: ...
+    def fold_turns(self, session_id: str, upto_seq: int, summary_update: FoldUpdate) -> int: ...
 
     # bookkeeping and the answer cache
     def get_meta(self, key: str) -> str | None: ...
@@ -77,4 +81,5 @@ class MemoryStore(Protocol):
     def close(self) -> None: ...
 
 
-__all__ = ["MAX_SESSION_ID", "SessionError", "MemoryStore", "SessionNotFound", "SummaryUpdate", "check_session_id"]
+__all__ = ["MAX_SESSION_ID", "FoldUpdate", "SessionError", "MemoryStore", "SessionNotFound", "SummaryUpdate",
+           "check_session_id"]

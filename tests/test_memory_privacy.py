@@ -1,0 +1,112 @@
+"""What a session keeps after its user takes something back (SPEC E6): a forgotten or invalidated
+fact leaves the summary's conclusions; a deleted session leaves no trace; a session idle past its
+TTL is gone for show and export too; over HTTP, what came from a document the caller can no longer
+read is withheld."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from cograg.engine import Engine
+from cograg.memory.store import SessionNotFound
+from cograg.errors import StoreError
+from tests.test_memory import ARCHES, MEM_DOCS, chat, linden_id, make_engine
+
+
+@pytest.fixture()
+def eng(tmp_path: Path):
+    e = make_engine(tmp_path, MEM_DOCS)
+    yield e
+    e.close()
+
+
+def test_a_forgotten_fact_leaves_the_summary_conclusions(eng: Engine):
+    # the statement stayed in show, --json, export and the L2 context as a "conclusion"
+    e, ask = chat(eng)
+    ask(ARCHES)
+    mem = e.memory()
+    (fact,) = [f for f in mem.facts("s1") if f.kind == "document"]
+    assert fact.statement in mem.session("s1").summary.key_conclusions
+    mem.forget("s1", fact.fact_id)
+    assert fact.statement not in mem.session("s1").summary.key_conclusions
+    exported = mem.export(session_id="s1")["sessions"][0]
+    assert fact.statement not in exported["summary"]["key_conclusions"]
+    ask("Who designed the Linden Bridge?")  # the next turn's commit drops it from the stored summary too
+    stored = mem.store.get_session("s1")
+    assert stored is not None and fact.statement not in stored.summary.key_conclusions
+
+
+def test_an_invalidated_fact_leaves_the_summary_conclusions(eng: Engine):
+    e, ask = chat(eng)
+    ask(ARCHES)
+    mem = e.memory()
+    statement = next(f.statement for f in mem.facts("s1") if f.kind == "document")
+    e.delete_document(linden_id(e))
+    assert statement not in mem.session("s1").summary.key_conclusions
+
+
+def test_deleting_a_session_deletes_its_turns_traces(eng: Engine):
+    # each trace holds the question, the answer, the session id and the fact ids
+    e, ask = chat(eng)
+    resp, _, _ = ask(ARCHES)
+    assert e.trace(resp.trace_id)
+    e.memory().delete("s1")
+    with pytest.raises(StoreError, match="no trace"):
+        e.trace(resp.trace_id)
+
+
+def test_a_session_idle_past_its_ttl_is_gone_for_show_and_export(eng: Engine):
+    e, ask = chat(eng)
+    ask(ARCHES)
+    short = e.settings.memory.model_copy(update={"session_ttl_days": 0.5 / 86400})  # half a second
+    mem = type(e.memory())(e.memory().store, short, doc_hash=e.memory().doc_hash,
+                           generation=e.memory().generation)
+    time.sleep(0.7)
+    with pytest.raises(SessionNotFound):
+        mem.session("s1")
+    assert mem.export(session_id=None)["sessions"] == []
+
+
+def test_over_http_a_document_the_caller_no_longer_reads_is_withheld_from_its_sessions(tmp_path: Path):
+    pytest.importorskip("fastapi", reason="the HTTP API needs the server extra")
+    from fastapi.testclient import TestClient
+
+    from tests.api_support import scripted_settings
+    from tests.fakes import HashingEmbedder
+    from tests.test_api_keys import ALICE_KEY, QUESTION, bearer, keyed_app
+
+    app = keyed_app(tmp_path)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        r = client.post("/api/agent/qa/v2", json={"question": QUESTION, "session": "al"}, headers=bearer(ALICE_KEY))
+        assert "1811" in r.json()["answer"]
+        assert client.get("/api/sessions/al/facts", headers=bearer(ALICE_KEY)).json()
+        # the operator takes the document away from engineering (its text, and so its facts, unchanged)
+        with Engine.open(settings=scripted_settings(tmp_path / "store"), embedder=HashingEmbedder()) as e:
+            e.ingest([tmp_path / "secret"], acl=["finance"])
+        assert client.get("/api/sessions/al/facts", headers=bearer(ALICE_KEY)).json() == []
+        shown = client.get("/api/sessions/al", headers=bearer(ALICE_KEY)).json()
+        assert "1811" not in str(shown) and shown["turns"][0]["withheld"] and shown["turns"][0]["question"] == QUESTION
+        exported = client.get("/api/sessions/al/export", headers=bearer(ALICE_KEY)).json()
+        assert "1811" not in str(exported)
+
+
+def test_chat_commands_never_reach_the_model_or_the_session(eng: Engine, ingest_env, monkeypatch):
+    # "/forget" without an id (or "/forgot ID") was asked as a question and stored as the session's turn
+    from typer.testing import CliRunner
+
+    from cograg import cli as cli_module
+
+    monkeypatch.setattr(cli_module.out, "width", 400)
+    store = str(eng.settings.store)
+    r = CliRunner().invoke(cli_module.app, ["chat", "--session", "fresh", "--store", store],
+                           input="/compact\n/forget\n/forgot F123\n/quit\n")
+    assert r.exit_code == 0, r.output
+    assert "nothing to compact yet" in r.stdout
+    assert "/forget needs a fact id (see /facts)" in r.stderr and "unknown command /forgot" in r.stderr
+    with pytest.raises(SessionNotFound):  # no turn was asked, so no session was made
+        eng.memory().session("fresh")
+    bad = CliRunner().invoke(cli_module.app, ["chat", "--session", "a/b", "--store", store], input="/quit\n")
+    assert bad.exit_code == 1 and "session id" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
