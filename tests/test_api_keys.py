@@ -211,3 +211,77 @@ def test_an_upload_does_not_replace_a_document_of_the_callers_own_it_may_not_rea
     assert r.status_code == 409 and r.json()["error"] == "conflict" and "memo.md" in r.json()["detail"], r.text
     assert stored.read_bytes() == memo
     assert not [p for p in (tmp_path / "store" / "uploads" / ".incoming").iterdir()]
+
+
+def test_over_http_a_caller_deletes_only_documents_it_uploaded(client: TestClient, tmp_path: Path):
+    note = b"# Notes\n\nThe ferry leaves at nine.\n"
+    up = client.post("/api/documents", files={"files": ("notes.md", note)}, headers=bearer(ALICE_KEY))
+    assert up.status_code == 200 and up.json()["documents"][0]["deletable"] is True, up.text
+    notes = up.json()["documents"][0]["doc_id"]
+    plan = client.post("/api/documents", files={"files": ("plan.md", SECRET_PLAN)}, data={"acl": "engineering"},
+                       headers=bearer(ALICE_KEY)).json()["documents"][0]["doc_id"]
+    bobs = client.post("/api/documents", files={"files": ("notes.md", note)},  # the same name: his own file
+                       headers=bearer(BOB_KEY)).json()["documents"][0]["doc_id"]
+    corpus = {d["source"]: d["doc_id"] for d in client.get("/api/documents", headers=bearer(ALICE_KEY)).json()
+              if d["source"] in ("rhine.md", "tea.md", "linden.md")}
+    # the page is told which rows it may offer to delete: each caller's own uploads, nothing else
+    for headers, own in ((bearer(ALICE_KEY), {notes, plan}), (bearer(BOB_KEY), {bobs}), ({}, set())):
+        listed = client.get("/api/documents", headers=headers).json()
+        assert {d["doc_id"] for d in listed if d["deletable"]} == own
+    # another caller's upload: 403 where it may read it, 404 where it may not (as if it did not exist)
+    r = client.delete(f"/api/documents/{notes}", headers=bearer(BOB_KEY))
+    assert r.status_code == 403 and r.json()["error"] == "forbidden", r.text
+    assert "notes.md was not uploaded by this key" in r.json()["detail"] and "\n" not in r.json()["detail"]
+    for headers in (bearer(BOB_KEY), {}):
+        r = client.delete(f"/api/documents/{plan}", headers=headers)
+        assert r.status_code == 404 and "no document matches" in r.json()["detail"], r.text
+    # the operator's corpus: never over HTTP, with a key or without (the CLI deletes it)
+    for headers in ({}, bearer(BOB_KEY), bearer(ALICE_KEY)):
+        for source in ("rhine.md", "tea.md"):
+            r = client.delete(f"/api/documents/{corpus[source]}", headers=headers)
+            assert r.status_code == 403 and r.json()["error"] == "forbidden", (source, r.text)
+    assert client.delete(f"/api/documents/{corpus['linden.md']}", headers=bearer(ALICE_KEY)).status_code == 403
+    assert client.delete(f"/api/documents/{corpus['linden.md']}", headers=bearer(BOB_KEY)).status_code == 404
+    assert {d["source"] for d in client.get("/api/documents").json()} == {"rhine.md", "tea.md", "notes.md"}
+    # her own uploads: deleted, their files too; bob's file of the same name stays
+    for doc_id in (notes, plan):
+        r = client.delete(f"/api/documents/{doc_id}", headers=bearer(ALICE_KEY))
+        assert r.status_code == 200 and r.json()["doc_id"] == doc_id, r.text
+    assert [p.name for p in (tmp_path / "store" / "uploads").rglob("*.md")] == ["notes.md"]
+    assert {d["doc_id"] for d in client.get("/api/documents", headers=bearer(ALICE_KEY)).json()} == \
+        set(corpus.values()) | {bobs}
+    assert client.delete(f"/api/documents/{bobs}", headers=bearer(BOB_KEY)).status_code == 200
+    assert not list((tmp_path / "store" / "uploads").rglob("*.md"))
+
+
+def test_an_id_prefix_a_hidden_document_shares_tells_nothing_of_it(client: TestClient, tmp_path: Path):
+    from cograg.ingest.pipeline import doc_id_for
+
+    hidden = doc_id_for(str((tmp_path / "secret" / "linden.md").resolve()))  # engineering only
+    first = client.post("/api/documents", files={"files": ("first.md", b"# First\n\nA note.\n")},
+                        headers=bearer(BOB_KEY)).json()["documents"][0]["doc_id"]
+    (folder,) = {p.parent for p in (tmp_path / "store" / "uploads").rglob("first.md")}
+    # a name in bob's folder whose id starts as the hidden document's does
+    name = next(n for i in range(10_000_000) for n in [f"n{i}.md"]
+                if doc_id_for(str((folder / n).resolve()))[:4] == hidden[:4])
+    r = client.post("/api/documents", files={"files": (name, b"# Note\n\nThe ferry leaves at nine.\n")},
+                    headers=bearer(BOB_KEY))
+    mine = r.json()["documents"][0]["doc_id"]
+    shared = next(k for k in range(4, 17) if mine[:k] != hidden[:k]) - 1  # both ids start with hidden[:shared]
+    only_hidden = hidden[:shared + 1]
+    for ref, scope in ((hidden[:4], [mine]), (hidden[:shared], [mine]), (only_hidden, None)):
+        r = client.post("/api/agent/qa/v2", json={"question": QUESTION, "doc_ids": [ref]}, headers=bearer(BOB_KEY))
+        if scope is None:  # matches the hidden document only: as if there were none
+            assert r.status_code == 404 and r.json()["detail"] == f"no document matches {ref!r}", r.text
+        else:  # one visible, one hidden: the visible one, never "matches 2 documents"
+            assert r.status_code == 200, r.text
+            assert {c["doc_id"] for c in r.json()["citations"]} <= set(scope)
+    # alice may read both: for her the prefix is ambiguous
+    r = client.post("/api/agent/qa/v2", json={"question": QUESTION, "doc_ids": [hidden[:4]]}, headers=bearer(ALICE_KEY))
+    assert r.status_code == 404 and "matches 2 documents" in r.json()["detail"]
+    r = client.delete(f"/api/documents/{only_hidden}", headers=bearer(BOB_KEY))
+    assert r.status_code == 404 and r.json()["detail"] == f"no document matches {only_hidden!r}", r.text
+    r = client.delete(f"/api/documents/{hidden[:4]}", headers=bearer(BOB_KEY))  # his own, the one he sees
+    assert r.status_code == 200 and r.json()["doc_id"] == mine, r.text
+    alice_sees = {d["doc_id"] for d in client.get("/api/documents", headers=bearer(ALICE_KEY)).json()}
+    assert hidden in alice_sees and mine not in alice_sees and first in alice_sees

@@ -270,3 +270,166 @@ def test_an_empty_document_scope_is_a_422_naming_the_fix(tmp_path: Path):
         r = c.post("/api/agent/qa/v2", json={"question": QUESTION, "doc_ids": []})
         assert r.status_code == 422 and r.json()["error"] == "invalid_request"
         assert r.json()["detail"].endswith("doc_ids is empty: leave it out to search every document")
+
+
+def test_uploads_waiting_on_a_busy_folder_are_bounded_and_every_other_endpoint_still_answers(tmp_path: Path):
+    import httpx
+    from concurrent.futures import ThreadPoolExecutor
+
+    from cograg.api.auth import ANONYMOUS, Caller
+    from cograg.api.documents import caller_folder
+    from cograg.locks import directory_lock
+    from cograg.retrieval.models import Principal
+
+    app, _ = scripted_app(tmp_path)
+    folder = tmp_path / "store" / "uploads" / caller_folder(Caller(ANONYMOUS, Principal(), True, "x", 1))
+    folder.mkdir(parents=True)
+    with serving(app) as port, ThreadPoolExecutor(45) as pool:
+        base = f"http://127.0.0.1:{port}"
+
+        def upload(i: int) -> httpx.Response:
+            note = {"files": (f"n{i}.md", f"# N{i}\n\nThe ferry leaves at {i}.\n".encode(), "text/markdown")}
+            return httpx.post(base + "/api/documents", files=note, timeout=60)
+
+        with directory_lock(folder):  # stands for one long ingest in the anonymous callers' folder
+            uploads = [pool.submit(upload, i) for i in range(45)]  # more than the server has worker threads
+            deadline = time.monotonic() + 20
+            while sum(f.done() for f in uploads) < 30 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            try:  # the uploads beyond the queue were refused at once; every other endpoint still answers
+                assert httpx.get(base + "/healthz", timeout=5).status_code == 200
+                assert httpx.get(base + "/api/documents", timeout=5).status_code == 200
+            finally:
+                refused = [f.result() for f in uploads if f.done()]
+        codes = [f.result().status_code for f in uploads]
+    queue = app.state.cograg.upload_admission
+    assert 1 <= codes.count(200) <= queue.max_running + queue.max_waiting, codes
+    assert codes.count(200) + codes.count(429) == len(codes), codes
+    assert refused and all(r.status_code == 429 for r in refused)
+    assert all(r.json()["error"] == "too_many_requests" and 1 <= int(r.headers["retry-after"]) <= 5
+               for r in refused)
+    assert queue.admitted == 0
+
+
+def test_a_full_answer_queue_refuses_a_stream_with_429_never_an_error_event(tmp_path: Path):
+    import httpx
+    from concurrent.futures import ThreadPoolExecutor
+
+    entered, release = threading.Event(), threading.Event()
+
+    def hold(text: str) -> None:
+        entered.set()
+        release.wait(20)
+    app, _ = scripted_app(tmp_path, brain=Brain(on_call=hold), max_running=1, max_waiting=1)
+    with serving(app) as port, ThreadPoolExecutor(9) as pool:
+        url = f"http://127.0.0.1:{port}/api/agent/qa/v2/stream"
+
+        def stream(_: int) -> tuple[int, str, str]:
+            with httpx.stream("POST", url, json={"question": QUESTION}, timeout=60) as r:
+                return r.status_code, r.headers.get("retry-after", ""), "".join(r.iter_text())
+        first = pool.submit(stream, 0)
+        assert entered.wait(20)  # one turn runs: one more may wait, every other is refused
+        others = [pool.submit(stream, i) for i in range(1, 9)]
+        deadline = time.monotonic() + 20
+        while sum(f.done() for f in others) < 7 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        release.set()
+        results = [first.result()] + [f.result() for f in others]
+    for status, retry_after, body in results:
+        assert "too_many_requests" not in body or status == 429, body[-300:]  # never inside a 200 stream
+        if status == 200:
+            assert "event: answer" in body, body[-300:]
+        else:
+            assert status == 429 and 1 <= int(retry_after) <= 5, (status, retry_after, body)
+    assert [s for s, _, _ in results].count(200) == 2  # the one running and the one waiting
+    assert app.state.cograg.admission.admitted == 0
+    with TestClient(app, raise_server_exceptions=False) as c:
+        for _ in range(3):  # a stream refused before it starts (a scope that matches nothing) gives its place back
+            r = c.post("/api/agent/qa/v2/stream", json={"question": QUESTION, "doc_ids": ["no-such-doc"]})
+            assert r.status_code == 404, r.text
+        assert app.state.cograg.admission.admitted == 0
+        r = c.post("/api/agent/qa/v2/stream", json={"question": QUESTION})
+        assert r.status_code == 200 and "event: answer" in r.text
+    assert app.state.cograg.admission.admitted == 0
+
+
+def test_a_reserved_place_is_held_until_its_turn_takes_it_or_it_is_given_back():
+    from cograg.api.admission import Busy, TurnAdmission
+
+    queue = TurnAdmission(1, 1)
+    first, second = queue.reserve(), queue.reserve()
+    with pytest.raises(Busy) as busy:
+        queue.reserve()
+    assert 1 <= busy.value.retry_after <= 5 and queue.admitted == 2
+    with queue.turn(first):  # the turn takes the ticket's place over: no second count
+        assert queue.admitted == 2
+        first.release()  # too late to give back: the turn holds it
+        assert queue.admitted == 2
+    assert queue.admitted == 1
+    second.release()
+    second.release()
+    assert queue.admitted == 0
+    with queue.turn(second):  # a ticket given back is as none: the turn takes a place of its own
+        assert queue.admitted == 1
+    assert queue.admitted == 0
+
+
+def test_a_busy_answer_carries_retry_after(tmp_path: Path):
+    entered, release = threading.Event(), threading.Event()
+
+    def hold(text: str) -> None:
+        entered.set()
+        release.wait(20)
+    app, _ = scripted_app(tmp_path, brain=Brain(on_call=hold), max_running=1, max_waiting=0)
+    with TestClient(app, raise_server_exceptions=False) as c:
+        worker = threading.Thread(target=lambda: c.post("/api/agent/qa/v2", json={"question": QUESTION}))
+        worker.start()
+        try:
+            assert entered.wait(20)
+            r = c.post("/api/agent/qa/v2", json={"question": QUESTION})
+            assert r.status_code == 429 and 1 <= int(r.headers.get("retry-after", "0")) <= 5, (r.text, r.headers)
+        finally:
+            release.set()
+            worker.join(20)
+
+
+def test_part_sizes_count_a_delimiter_only_where_the_parser_sees_one():
+    from cograg.api.body_limit import multipart_boundary
+    from starlette.datastructures import Headers
+
+    # all data of one part to python-multipart; the delimiter after it is followed by transport padding
+    fake = b"x" * 20 + b"\r\n--bX" + b"y" * 20 + b"\r\n--b-z" + b"\r\n--b\rq"
+    body = b"--b\r\nhead\r\n\r\n" + fake + b"\r\n--b \r\nhead\r\n\r\n" + b"z" * 5 + b"\r\n--b--\r\n"
+    whole = len(b"\r\nhead\r\n\r\n" + fake)
+    for cut in range(1, len(body)):
+        parts = PartSizes(b"b")
+        parts.feed(body[:cut])
+        assert parts.feed(body[cut:]) == whole, cut
+    for content_type, boundary in ((f'multipart/form-data; x="boundary=z"; boundary={BOUNDARY}', BOUNDARY),
+                                   ('multipart/form-data; boundary="a;b=c"', "a;b=c"),
+                                   ("Multipart/Form-Data; BOUNDARY=q", "q"), ("text/plain; boundary=q", None)):
+        found = multipart_boundary(Headers({"content-type": content_type}))
+        assert found == (boundary.encode() if boundary else None), content_type
+
+
+@pytest.mark.parametrize(("content_type", "fake"), [
+    # the real delimiter's text followed by a byte that makes it data to the parser
+    (f"multipart/form-data; boundary={BOUNDARY}", f"\r\n--{BOUNDARY}X"),
+    # a whole delimiter of a "boundary=" inside another parameter, which is not the boundary
+    (f'multipart/form-data; x="boundary=z"; boundary={BOUNDARY}', "\r\n--z\r\n")])
+def test_a_file_holding_a_delimiters_text_is_still_refused_while_it_streams_in(small_upload_app: Any,
+                                                                                 content_type: str, fake: str):
+    feed = Feed(multipart_head(), 0)  # the fake delimiter every 4 KB of one 180 KB file
+    feed.chunks = ([multipart_head()] + [b"word " * 800 + fake.encode()] * 45
+                   + [f"\r\n--{BOUNDARY}--\r\n".encode()])
+    status, _, body = call_asgi(small_upload_app, "POST", "/api/documents", {"content-type": content_type}, feed)
+    assert feed.bytes_pulled() < 64 << 10, body  # refused at about the file limit, not after the whole upload
+    assert status == 413 and b"a file in the upload is larger than the upload limit of 0.01 MB" in body, body
+
+
+def test_an_upload_refused_after_it_arrived_names_a_fractional_limit_as_it_is(small_upload_app: Any):
+    with TestClient(small_upload_app, raise_server_exceptions=False) as c:
+        # over the file limit by less than the part headers' allowance: refused when the file is stored
+        note = {"files": ("n.md", b"# Note\n\n" + b"x" * (int(UPLOAD_MB * (1 << 20)) + 100), "text/markdown")}
+        r = c.post("/api/documents", files=note)
+    assert r.status_code == 413 and r.json()["detail"] == "n.md is larger than the upload limit of 0.01 MB", r.text

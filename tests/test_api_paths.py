@@ -44,10 +44,16 @@ def test_no_response_carries_a_server_path(tmp_path: Path):
         for path in ("/api/documents", f"/api/chunks/{chunk}", "/api/sessions", "/api/sessions/s1",
                      "/api/sessions/s1/facts", "/api/sessions/s1/export", "/api/traces/nope", "/healthz", "/metrics"):
             keep(path, client.get(path))
-        keep("upload", client.post("/api/documents", files={"files": ("x.md", b"# X\n\nThe X Bridge opened in 1900.\n")}))
+        upload = client.post("/api/documents", files={"files": ("x.md", b"# X\n\nThe X Bridge opened in 1900.\n")})
+        keep("upload", upload)
         keep("bad upload", client.post("/api/documents", files={"files": ("y.md", b"")}))
-        doc = client.get("/api/documents").json()[0]["doc_id"]
-        keep("delete", client.delete(f"/api/documents/{doc}"))
+        listed = client.get("/api/documents").json()
+        refused = client.delete(f"/api/documents/{next(d for d in listed if not d['deletable'])['doc_id']}")
+        assert refused.status_code == 403, refused.text  # the corpus is not deleted over HTTP
+        keep("delete refused", refused)
+        deleted = client.delete(f"/api/documents/{upload.json()['documents'][0]['doc_id']}")  # the caller's own
+        assert deleted.status_code == 200, deleted.text
+        keep("delete", deleted)
     assert "linden.md" in seen["/api/sessions/s1/export"]  # facts keep their file names
     leaks = {name: text for name, text in seen.items() if store in text or corpus in text or str(tmp_path) in text}
     assert not leaks, f"server paths in: {sorted(leaks)}"

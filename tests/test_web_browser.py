@@ -373,19 +373,29 @@ def test_deleting_a_document_gone_already_says_so_and_refreshes_the_list(page, s
     # promise rejection, nothing on the page changed
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
-    doc_id = page.evaluate("state.documents.find(d => d.source === 'rhine.md').doc_id")
+    page.evaluate("""async () => {  // two uploads of this caller's: only those may be deleted here
+        for (const name of ["ferry.md", "tram.md"]) {
+            const form = new FormData();
+            form.append("files", new File([`# ${name}\\n\\nA note about the ${name}.\\n`], name));
+            await api("/api/documents", {method: "POST", body: form});
+        }
+        await loadDocuments();
+    }""")
+    # the operator's corpus has no Delete button: it is deleted with the CLI
+    assert page.locator("#documents li", has_text="rhine.md").locator("button").count() == 0
+    doc_id = page.evaluate("state.documents.find(d => d.source === 'ferry.md').doc_id")
     _delete(f"{served}/api/documents/{quote(doc_id, safe='')}")
-    assert "rhine.md" in page.inner_text("#documents")  # the page does not know yet
-    page.locator("#documents li", has_text="rhine.md").locator("button").click()
+    assert "ferry.md" in page.inner_text("#documents")  # the page does not know yet
+    page.locator("#documents li", has_text="ferry.md").locator("button").click()
     page.wait_for_selector("#documents-status:not([hidden])", timeout=10_000)
     status = page.inner_text("#documents-status")
     assert status.startswith("Something went wrong: ") and "no document" in status
-    page.wait_for_function("!document.querySelector('#documents').innerText.includes('rhine.md')")
+    page.wait_for_function("!document.querySelector('#documents').innerText.includes('ferry.md')")
     assert "linden.md" in page.inner_text("#documents")
-    assert "rhine.md" not in page.inner_text("#scope")
+    assert "ferry.md" not in page.inner_text("#scope")
     # a delete that works clears the message
-    page.locator("#documents li", has_text="tea.md").locator("button").click()
-    page.wait_for_function("!document.querySelector('#documents').innerText.includes('tea.md')")
+    page.locator("#documents li", has_text="tram.md").locator("button").click()
+    page.wait_for_function("!document.querySelector('#documents').innerText.includes('tram.md')")
     assert page.is_hidden("#documents-status")
     assert errors == []
 

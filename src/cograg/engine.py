@@ -19,7 +19,7 @@ from cograg.components import Components, build_components, deferred_llm
 from cograg.config import AnswerConfig, Settings
 from cograg.documents import Chunk, Document
 from cograg.errors import ConfigError, IngestError, StoreError
-from cograg.ingest.models import IngestSummary
+from cograg.ingest.models import IngestSummary, SkippedFile
 from cograg.ingest.pipeline import ProgressCallback, ingest_paths
 from cograg.locks import directory_lock
 from cograg.retrieval.adaptive_fusion import load_calibration
@@ -217,7 +217,7 @@ class Engine:
                 return doc.content_hash if doc is not None else None
 
             self._memory = SessionMemory(self.components.memory.get(), self.settings.memory, doc_hash=doc_hash,
-                                         generation=self.store.generation)
+                                         generation=self.store.generation, delete_traces=self.store.delete_traces)
         return self._memory
 
     def _memory_in_use(self) -> bool:
@@ -291,7 +291,11 @@ class Engine:
             if self.store.backfill_vectors():
                 summary.chunks = self.store.count_chunks()
         if self._memory_in_use():  # facts whose source changed or went are no longer facts (E2)
-            self.memory().sync(force=True)
+            try:
+                self.memory().sync(force=True)
+            except StoreError as exc:  # the documents are committed: a broken memory must not say otherwise
+                summary.warnings.append(SkippedFile(path=str(self.settings.store), reason=f"session memory not "
+                                                    f"updated ({exc}); its facts are checked again on next use"))
         return summary
 
     def search(self, query: str, *, k: int = 10, mode: str = "hybrid", principal: Principal | None = None,
@@ -354,15 +358,20 @@ class Engine:
         """All stored documents, sorted by source path."""
         return self.store.list_documents(under=under)
 
-    def document(self, ref: str, *, by_name: bool = True) -> Document:
+    def document(self, ref: str, *, by_name: bool = True, allowed: set[str] | None = None) -> Document:
         """The one document whose id, id prefix or source path is `ref`; failing those (and with
-        `by_name`), whose file name is `ref`. Several matches are an error naming them."""
-        found = self.store.find_documents(ref)
+        `by_name`), whose file name is `ref`. Several matches are an error naming them. With
+        `allowed` (the ids a caller may read; None: all) only those documents count: one outside
+        it is neither found nor counted among several, so no answer tells of it."""
+        def among(docs: list[Document]) -> list[Document]:
+            return docs if allowed is None else [d for d in docs if d.doc_id in allowed]
+
+        found = among(self.store.find_documents(ref))
         if not found and _is_existing_path(ref):
-            found = self.store.find_documents(str(Path(ref).resolve()))
+            found = among(self.store.find_documents(str(Path(ref).resolve())))
         named = not found and by_name
         if named:
-            found = self.store.find_documents_named(ref)
+            found = among(self.store.find_documents_named(ref))
         if not found:
             raise StoreError(f"no document matches {shown_ref(ref)}" + _SHORT_PREFIX * (0 < len(ref) < 4))
         if len(found) > 1:

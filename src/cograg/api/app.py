@@ -26,7 +26,7 @@ from cograg.api.engines import EngineFactory
 from cograg.api.errors import install_error_handlers
 from cograg.api.metrics import Metrics
 from cograg.api.schemas import advertise_question_limit
-from cograg.api.state import ApiState
+from cograg.api.state import UPLOADS_RUNNING, UPLOADS_WAITING, ApiState
 from cograg.config import Settings
 from cograg.messages import MESSAGES
 
@@ -58,10 +58,12 @@ class TrailingSlashOff:
 
 def create_app(settings: Settings | None = None, *, engines: EngineFactory | None = None,
                max_upload_mb: float | None = None, max_running: int = 4, max_waiting: int = 16,
+               max_running_uploads: int = UPLOADS_RUNNING, max_waiting_uploads: int = UPLOADS_WAITING,
                **parts: Any) -> FastAPI:
     """The app over `settings.store`. `parts` replaces models built from the settings (a scripted
     LLM in tests); `engines` replaces the whole engine factory. At most `max_running` answers run
-    at once per process and `max_waiting` more wait; beyond that a question gets 429."""
+    at once per process and `max_waiting` more wait; beyond that a question gets 429. Uploads
+    queue apart, `max_running_uploads` and `max_waiting_uploads` of them, the same way."""
     settings = settings or Settings()
     engines = engines or EngineFactory(settings, **parts)
     limit_mb = max_upload_mb if max_upload_mb is not None else min(DEFAULT_MAX_UPLOAD_MB, settings.max_file_mb)
@@ -72,7 +74,9 @@ def create_app(settings: Settings | None = None, *, engines: EngineFactory | Non
                                 upload_dir=(engines.settings.store / "uploads").expanduser().resolve(),
                                 max_upload_bytes=int(limit_mb * (1 << 20)),
                                 admission=TurnAdmission(max_running, max_waiting),
-                                gate=Gatekeeper.from_settings(engines.settings))
+                                gate=Gatekeeper.from_settings(engines.settings),
+                                upload_admission=TurnAdmission(max_running_uploads, max_waiting_uploads,
+                                                               what="uploads"))
     install_error_handlers(app)
     advertise_question_limit(app, engines.settings.answer.max_question_chars)
     # inside the metrics, so that a refused body is counted; outside FastAPI, which reads a whole

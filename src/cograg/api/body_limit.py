@@ -22,12 +22,12 @@ thousand characters) and gets `DEFAULT_BODY_LIMIT`.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import anyio
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
+from python_multipart.multipart import parse_options_header
 from starlette.requests import Request
 
 from cograg.api.auth import ADMITTED_CALLER, Gatekeeper
@@ -40,7 +40,6 @@ DEFAULT_BODY_LIMIT = 1 << 20
 # data; generous, so that a file at the limit is never refused for its headers
 PART_HEADERS_ALLOWANCE = 16 << 10
 UPLOAD_PATH = "/api/documents"
-_BOUNDARY = re.compile(r'boundary="?([^";,]+)"?', re.IGNORECASE)
 
 
 class BodyTooLarge(HTTPException):
@@ -59,8 +58,11 @@ def megabytes(n: int) -> str:
 
 class PartSizes:
     """The size of each part of a multipart body as it streams in: the bytes between one boundary
-    delimiter and the next. A delimiter split over two chunks is found by keeping the last
-    `len(delimiter) - 1` bytes of each chunk for the next."""
+    delimiter and the next. A delimiter is "\r\n--boundary" followed by "\r\n" (another part),
+    "--" (the last) or transport padding (a space or tab), as python-multipart reads it; the same
+    bytes followed by anything else are data of the part, so a file cannot split itself into small
+    parts by holding them. A delimiter split over two chunks is found by keeping the last
+    `len(delimiter) + 1` bytes of each chunk for the next."""
 
     def __init__(self, boundary: bytes) -> None:
         # the CRLF before "--boundary" is part of the delimiter: a file holding "--boundary" on a
@@ -71,15 +73,31 @@ class PartSizes:
         self.largest = 0
         self._tail = b"\r\n"
 
+    @staticmethod
+    def _ends_part(after: bytes) -> bool | None:
+        """Whether the bytes after a delimiter's text make it one; None: not known yet."""
+        if after[:1] in (b" ", b"\t"):
+            return True
+        if len(after) < 2:
+            return None if after in (b"", b"\r", b"-") else False
+        return after in (b"\r\n", b"--")
+
     def feed(self, chunk: bytes) -> int:
         """Count `chunk`; the size of the largest part seen so far."""
         data = self._tail + chunk
-        start = 0
-        while (found := data.find(self.delimiter, start)) != -1:
+        size = len(self.delimiter)
+        start = search = 0  # start: where the current part's uncounted bytes begin
+        while (found := data.find(self.delimiter, search)) != -1:
+            ends = self._ends_part(data[found + size:found + size + 2])
+            if ends is None:  # at the very end: decided with the next chunk (it lies in the kept tail)
+                break
+            if not ends:  # the delimiter's text inside a part's data
+                search = found + 1
+                continue
             self.largest = max(self.largest, self.current + found - start)
             self.current = 0
-            start = found + len(self.delimiter)
-        counted_to = max(start, len(data) - (len(self.delimiter) - 1))
+            start = search = found + size
+        counted_to = max(start, len(data) - (size + 1))
         self.current += counted_to - start
         self._tail = data[counted_to:]
         self.largest = max(self.largest, self.current)
@@ -87,11 +105,13 @@ class PartSizes:
 
 
 def multipart_boundary(headers: Headers) -> bytes | None:
-    content_type = headers.get("content-type", "")
-    if not content_type.lower().startswith("multipart/"):
+    """The boundary of a multipart body, read as Starlette's form parser reads it
+    (python-multipart's `parse_options_header`: quoted values, and "boundary=" inside another
+    parameter's value is not the boundary)."""
+    content_type, options = parse_options_header(headers.get("content-type", ""))
+    if not content_type.startswith(b"multipart/"):
         return None
-    found = _BOUNDARY.search(content_type)
-    return found.group(1).encode("latin-1") if found else None
+    return options.get(b"boundary") or None
 
 
 class BodyLimit:
@@ -172,5 +192,5 @@ class BodyLimit:
         return True
 
 
-__all__ = ["DEFAULT_BODY_LIMIT", "PART_HEADERS_ALLOWANCE", "BodyLimit", "BodyTooLarge", "PartSizes",
+__all__ = ["DEFAULT_BODY_LIMIT", "PART_HEADERS_ALLOWANCE", "BodyLimit", "BodyTooLarge", "PartSizes", "megabytes",
            "multipart_boundary"]

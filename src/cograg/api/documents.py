@@ -25,6 +25,7 @@ from fastapi.responses import JSONResponse
 
 from cograg.api.access import allowed_doc_ids, may_read
 from cograg.api.auth import Caller, caller_of
+from cograg.api.body_limit import megabytes
 from cograg.api.errors import NotFound, PayloadTooLarge, error_response
 from cograg.api.schemas import DocumentInfo, UploadResult
 from cograg.api.state import api_state
@@ -47,10 +48,18 @@ class UploadRejected(CogragError):
     """No uploaded file could be used."""
 
 
-def document_info(doc: Document) -> DocumentInfo:
+def document_info(doc: Document, *, deletable: bool = False) -> DocumentInfo:
+    """What the API shows of `doc`; `deletable`: whether the caller asking may delete it over HTTP
+    (it uploaded it: `uploaded_by`)."""
     return DocumentInfo(doc_id=doc.doc_id, title=doc.title, source=Path(doc.source_path).name,
                         doc_type=doc.doc_type, tags=doc.tags, chunk_count=doc.chunk_count,
-                        size_bytes=doc.size_bytes, updated_at=doc.updated_at)
+                        size_bytes=doc.size_bytes, updated_at=doc.updated_at, deletable=deletable)
+
+
+def uploaded_by(upload_dir: Path, caller: Caller, doc: Document) -> bool:
+    """Whether `doc` is a file `caller` uploaded: one in its folder under uploads/. Only such a
+    document may be deleted over HTTP; the operator's corpus is deleted with `cograg docs delete`."""
+    return (upload_dir / caller_folder(caller)).resolve() in Path(doc.source_path).resolve().parents
 
 
 def safe_upload_name(name: str | None) -> str:
@@ -104,7 +113,7 @@ def _stage(upload: UploadFile, name: str, staging: Path, limit: int) -> Path:
             while block := upload.file.read(_COPY_BLOCK):
                 written += len(block)
                 if written > limit:
-                    raise PayloadTooLarge(f"{name} is larger than the upload limit of {limit // (1 << 20)} MB")
+                    raise PayloadTooLarge(f"{name} is larger than the upload limit of {megabytes(limit)}")
                 out.write(block)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -114,9 +123,11 @@ def _stage(upload: UploadFile, name: str, staging: Path, limit: int) -> Path:
 
 @router.get("/documents", response_model=list[DocumentInfo], summary="List the documents the caller may read")
 def list_documents(request: Request) -> list[DocumentInfo]:
-    with api_state(request).engines.engine() as engine:
-        allowed = allowed_doc_ids(engine, caller_of(request))
-        return [document_info(d) for d in engine.documents() if allowed is None or d.doc_id in allowed]
+    state, caller = api_state(request), caller_of(request)
+    with state.engines.engine() as engine:
+        allowed = allowed_doc_ids(engine, caller)
+        return [document_info(d, deletable=uploaded_by(state.upload_dir, caller, d))
+                for d in engine.documents() if allowed is None or d.doc_id in allowed]
 
 
 @router.post("/documents", response_model=UploadResult, summary="Upload files and ingest them")
@@ -141,19 +152,22 @@ def upload_documents(request: Request, files: Annotated[list[UploadFile], File(d
         return error_response(403, f"acl may name only groups of your own key (or none), not {shown}", "forbidden")
     folder = state.upload_dir / caller_folder(caller)
     staging = state.upload_dir / STAGING
-    folder.mkdir(parents=True, exist_ok=True)
-    staging.mkdir(exist_ok=True)
     staged: dict[str, Path] = {}
-    try:
-        for upload, name in zip(files, names):
-            staged[name] = _stage(upload, name, staging, state.max_upload_bytes)
-        # one upload of a caller at a time (across worker processes too): the file moved into place
-        # is the one ingested, never another request's of the same name
-        with directory_lock(folder), state.engines.engine() as engine:
-            return _place_and_ingest(engine, caller, folder, staged, tags=_split(tags), acl=acl_groups)
-    finally:  # whatever did not reach its place: an error, a refusal, a client gone
-        for tmp in staged.values():
-            tmp.unlink(missing_ok=True)
+    # a place in the upload queue before anything is staged: each upload waiting here (or on the
+    # locks below) holds a worker thread, so only a few may wait and the rest get 429 at once
+    with state.upload_admission.turn():
+        folder.mkdir(parents=True, exist_ok=True)
+        staging.mkdir(exist_ok=True)
+        try:
+            for upload, name in zip(files, names):
+                staged[name] = _stage(upload, name, staging, state.max_upload_bytes)
+            # one upload of a caller at a time (across worker processes too): the file moved into
+            # place is the one ingested, never another request's of the same name
+            with directory_lock(folder), state.engines.engine() as engine:
+                return _place_and_ingest(engine, caller, folder, staged, tags=_split(tags), acl=acl_groups)
+        finally:  # whatever did not reach its place: an error, a refusal, a client gone
+            for tmp in staged.values():
+                tmp.unlink(missing_ok=True)
 
 
 def _place_and_ingest(engine: Engine, caller: Caller, folder: Path, staged: dict[str, Path], *,
@@ -184,23 +198,32 @@ def _place_and_ingest(engine: Engine, caller: Caller, folder: Path, staged: dict
         raise UploadRejected("; ".join(f"{Path(p).name}: {r}" for p, r in skipped.items()))
     docs = [d for p in paths if str(p) not in skipped
             for d in [engine.store.get_document_by_path(str(p))] if d is not None]
-    return UploadResult(documents=[document_info(d) for d in docs], added=summary.added, updated=summary.updated,
+    return UploadResult(documents=[document_info(d, deletable=True) for d in docs],  # the caller's own uploads
+                        added=summary.added, updated=summary.updated,
                         unchanged=summary.unchanged,
                         skipped=[{"file": Path(p).name, "reason": r} for p, r in skipped.items()],
                         warnings=[{"file": Path(w.path).name, "reason": w.reason} for w in summary.warnings],
                         chunks=summary.chunks)
 
 
-@router.delete("/documents/{ref}", response_model=DocumentInfo, summary="Delete a document and its chunks")
-def delete_document(ref: str, request: Request) -> DocumentInfo:
-    state = api_state(request)
+@router.delete("/documents/{ref}", response_model=DocumentInfo,
+               summary="Delete a document the caller uploaded, and its chunks")
+def delete_document(ref: str, request: Request) -> DocumentInfo | JSONResponse:
+    """Only the caller's own uploads: any other document it may read is a 403 (the operator
+    deletes the corpus with `cograg docs delete`), one it may not read a 404, as if it did not exist."""
+    state, caller = api_state(request), caller_of(request)
     with state.engines.engine() as engine:
         try:
-            # by id or path only: an error about several documents of one file name would tell the
-            # caller of documents it may not read
-            if not may_read(engine, caller_of(request), engine.document(ref, by_name=False)):  # not theirs: 404
+            # by id or path only, and among the documents the caller may read: an error about
+            # several documents of one file name or id prefix would tell of documents it may not read
+            doc = engine.document(ref, by_name=False, allowed=allowed_doc_ids(engine, caller))
+            if not may_read(engine, caller, doc):  # not theirs: 404
                 raise NotFound(f"no document matches {shown_ref(ref)}")
-            doc = engine.delete_document(ref)
+            if not uploaded_by(state.upload_dir, caller, doc):
+                return error_response(403, f"{Path(doc.source_path).name} was not uploaded by this key: only its "
+                                      "uploader (or the operator, with `cograg docs delete`) may delete it",
+                                      "forbidden")
+            doc = engine.delete_document(doc.doc_id)  # by its whole id: the document checked, no other
         except StoreError as exc:
             raise NotFound(str(exc)) from None
     path = Path(doc.source_path)
@@ -232,4 +255,4 @@ def get_chunk(chunk_id: str, request: Request) -> dict[str, Any]:
 
 
 __all__ = ["STAGING", "UploadRejected", "acl_outside", "caller_folder", "document_info", "router",
-           "safe_upload_name"]
+           "safe_upload_name", "uploaded_by"]

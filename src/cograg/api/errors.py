@@ -58,8 +58,8 @@ def error_response(status: int, detail: str, error: str | None = None,
 
 
 def error_headers(exc: CogragError) -> dict[str, str] | None:
-    """`Retry-After` on a rate limit, `WWW-Authenticate` on a missing or unknown key."""
-    if isinstance(exc, RateLimited):
+    """`Retry-After` on a rate limit or a full queue, `WWW-Authenticate` on a missing or unknown key."""
+    if isinstance(exc, RateLimited | Busy):
         return {"Retry-After": str(exc.retry_after)}
     if isinstance(exc, Unauthorized):
         return {"WWW-Authenticate": "Bearer"}

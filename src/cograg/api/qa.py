@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -18,7 +19,8 @@ import anyio
 from fastapi import APIRouter, Request
 from sse_starlette.sse import EventSourceResponse
 
-from cograg.api.access import check_session, may_read, stamp_trace
+from cograg.api.access import allowed_doc_ids, check_session, may_read, stamp_trace
+from cograg.api.admission import Ticket
 from cograg.api.auth import Caller, caller_of
 from cograg.api.errors import NotFound, error_of, one_line, response_for
 from cograg.api.schemas import QARequest, QAResponseV2
@@ -52,10 +54,13 @@ def resolve_doc_ids(engine: Engine, refs: list[str] | None, caller: Caller | Non
     `caller` may not read, is a 404."""
     if refs is None:
         return None
+    # only what the caller may read counts: a prefix a hidden document shares neither makes it
+    # ambiguous ("matches 2 documents") nor is found
+    allowed = allowed_doc_ids(engine, caller) if caller is not None else None
     out: list[str] = []
     for ref in refs:
         try:
-            doc = engine.document(ref, by_name=False)  # not by file name: see api.documents.delete_document
+            doc = engine.document(ref, by_name=False, allowed=allowed)  # not by file name: see delete_document
         except StoreError as exc:
             raise NotFound(str(exc)) from None
         if caller is not None and not may_read(engine, caller, doc):
@@ -78,14 +83,14 @@ def prepare(state: ApiState, body: QARequest, caller: Caller) -> PreparedTurn:
 
 
 def run_turn(state: ApiState, turn: PreparedTurn, *, bus: EventBus | None = None,
-             cancel: CancelToken | None = None) -> Any:
+             cancel: CancelToken | None = None, ticket: Ticket | None = None) -> Any:
     """Answer one question on a fresh engine as the turn's caller; counts it in the metrics and
-    records the caller in the trace."""
+    records the caller in the trace. `ticket`: the place in the queue reserved for it (a stream's)."""
     body = turn.body
     extra: dict[str, Any] = {}
     if body.session is not None and state.engines.supports_sessions:
         extra["session"] = body.session
-    with state.admission.turn(), state.engines.engine(body.model) as engine:
+    with state.admission.turn(ticket), state.engines.engine(body.model) as engine:
         resp = engine.ask(body.question, principal=turn.caller.principal, mode=turn.mode, doc_ids=turn.doc_ids,
                           bus=bus, cancel=cancel, owner=turn.caller.owner, **extra)
         stamp_trace(engine, resp.trace_id, turn.caller)
@@ -117,12 +122,19 @@ def _sse(event: str, data: Any) -> dict[str, str]:
                                   "or `error` ({error, detail})")
 async def ask_v2_stream(body: QARequest, request: Request) -> Any:
     state = api_state(request)
-    try:  # a bad mode, model or document scope, or a full queue, is an HTTP error before the stream starts
-        state.admission.check()
+    try:  # a full queue is a 429 before the stream starts: its place is taken now, not once it runs
+        ticket = state.admission.reserve()
+    except CogragError as exc:
+        return response_for(exc)
+    try:  # a bad mode, model or document scope is an HTTP error before the stream starts
         turn = await anyio.to_thread.run_sync(prepare, state, body, caller_of(request))
         visible = await anyio.to_thread.run_sync(state.engines.snippets_visible)
     except CogragError as exc:
+        ticket.release()
         return response_for(exc)
+    except BaseException:  # anything else (the client gone while it was prepared): the place goes back
+        ticket.release()
+        raise
 
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
@@ -135,7 +147,8 @@ async def ask_v2_stream(body: QARequest, request: Request) -> Any:
 
     async def work() -> None:
         try:
-            resp = await anyio.to_thread.run_sync(lambda: run_turn(state, turn, bus=bus, cancel=cancel))
+            resp = await anyio.to_thread.run_sync(
+                lambda: run_turn(state, turn, bus=bus, cancel=cancel, ticket=ticket))
             await queue.put(("answer", resp))
         except CogragError as exc:  # a full queue, a bad request, a broken server file: as the HTTP API says them
             await queue.put(("error", {"error": error_of(exc)[1], "detail": one_line(str(exc))}))
@@ -160,7 +173,24 @@ async def ask_v2_stream(body: QARequest, request: Request) -> Any:
             if not task.done():  # the client went away: stop the turn at its next check
                 cancel.cancel("client disconnected")
 
-    return EventSourceResponse(events(), ping=15)
+    return TicketedStream(events(), ticket, ping=15)
 
 
-__all__ = ["ANSWER_EVENT", "ERROR_EVENT", "prepare", "resolve_doc_ids", "router", "run_turn"]
+class TicketedStream(EventSourceResponse):
+    """The event stream of a turn whose place in the queue (`ticket`) was reserved before it: the
+    place goes back when the response ends, if the turn never took it over (the stream never
+    started its turn, or the client went away before it did)."""
+
+    def __init__(self, content: Any, ticket: Ticket, **options: Any) -> None:
+        super().__init__(content, **options)
+        self.ticket = ticket
+        weakref.finalize(self, ticket.release)  # a response never sent (dropped on the way) gives it back too
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.ticket.release()
+
+
+__all__ = ["ANSWER_EVENT", "ERROR_EVENT", "TicketedStream", "prepare", "resolve_doc_ids", "router", "run_turn"]

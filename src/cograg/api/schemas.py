@@ -193,6 +193,9 @@ class DocumentInfo(BaseModel):
     chunk_count: int
     size_bytes: int
     updated_at: str
+    # whether the caller asking may delete it over HTTP: a document it uploaded (the corpus is
+    # deleted by the operator, with `cograg docs delete`)
+    deletable: bool = False
 
 
 class UploadResult(BaseModel):

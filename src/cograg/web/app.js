@@ -97,6 +97,9 @@ async function loadDocuments() {
   for (const d of docs) {
     const li = document.createElement("li");
     li.innerHTML = `<span title="${esc(d.doc_id)}">${esc(d.source)} <small>${d.chunk_count} ${esc(t("web.chunks"))}</small></span>`;
+    list.appendChild(li);
+    // only a document this key uploaded may be deleted here; the corpus is the operator's (the CLI)
+    if (!d.deletable) continue;
     const del = document.createElement("button");
     del.type = "button";
     del.textContent = t("web.delete");
@@ -111,7 +114,6 @@ async function loadDocuments() {
       loadDocuments();
     };
     li.appendChild(del);
-    list.appendChild(li);
   }
 }
 
