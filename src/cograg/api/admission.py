@@ -75,12 +75,6 @@ class TurnAdmission:
         self._lock = threading.Lock()
         self.admitted = 0  # running + waiting (+ reserved)
 
-    def check(self) -> None:
-        """Raise `Busy` if a turn would be refused now (no place is taken: see `reserve`)."""
-        with self._lock:
-            if self.admitted >= self.max_running + self.max_waiting:
-                raise Busy(self._busy(), self.retry_after)
-
     def _busy(self) -> str:
         return (f"the server is busy ({self.max_running} {self.what} running, {self.max_waiting} waiting); "
                 "retry later")
