@@ -311,16 +311,23 @@ def test_uploads_waiting_on_a_busy_folder_are_bounded_and_every_other_endpoint_s
     assert queue.admitted == 0
 
 
-def test_a_full_answer_queue_refuses_a_stream_with_429_never_an_error_event(tmp_path: Path):
-    import httpx
-    from concurrent.futures import ThreadPoolExecutor
-
+def holding_brain() -> tuple[Brain, threading.Event, threading.Event]:
+    """A scripted model whose first call holds its turn (and so a running slot) until `release`;
+    `entered` is set once a turn holds one."""
     entered, release = threading.Event(), threading.Event()
 
     def hold(text: str) -> None:
         entered.set()
         release.wait(20)
-    app, _ = scripted_app(tmp_path, brain=Brain(on_call=hold), max_running=1, max_waiting=1)
+    return Brain(on_call=hold), entered, release
+
+
+def test_a_full_answer_queue_refuses_a_stream_with_429_never_an_error_event(tmp_path: Path):
+    import httpx
+    from concurrent.futures import ThreadPoolExecutor
+
+    brain, entered, release = holding_brain()
+    app, _ = scripted_app(tmp_path, brain=brain, max_running=1, max_waiting=1)
     with serving(app) as port, ThreadPoolExecutor(9) as pool:
         url = f"http://127.0.0.1:{port}/api/agent/qa/v2/stream"
 
@@ -375,12 +382,8 @@ def test_a_reserved_place_is_held_until_its_turn_takes_it_or_it_is_given_back():
 
 
 def test_a_busy_answer_carries_retry_after(tmp_path: Path):
-    entered, release = threading.Event(), threading.Event()
-
-    def hold(text: str) -> None:
-        entered.set()
-        release.wait(20)
-    app, _ = scripted_app(tmp_path, brain=Brain(on_call=hold), max_running=1, max_waiting=0)
+    brain, entered, release = holding_brain()
+    app, _ = scripted_app(tmp_path, brain=brain, max_running=1, max_waiting=0)
     with TestClient(app, raise_server_exceptions=False) as c:
         worker = threading.Thread(target=lambda: c.post("/api/agent/qa/v2", json={"question": QUESTION}))
         worker.start()

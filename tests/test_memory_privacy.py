@@ -13,14 +13,7 @@ import pytest
 from cograg.engine import Engine
 from cograg.memory.store import SessionNotFound
 from cograg.errors import StoreError
-from tests.test_memory import ARCHES, MEM_DOCS, chat, linden_id, make_engine
-
-
-@pytest.fixture()
-def eng(tmp_path: Path):
-    e = make_engine(tmp_path, MEM_DOCS)
-    yield e
-    e.close()
+from tests.test_memory import ARCHES, chat, eng, linden_id  # noqa: F401 - eng: the fixture
 
 
 def test_a_forgotten_fact_leaves_the_summary_conclusions(eng: Engine):

@@ -321,15 +321,20 @@ RECUT_STREAM = r"""(mode) => {
 }"""
 
 
+def ask_through_a_recut_stream(page, mode: str, until: str) -> None:
+    """Ask QUESTION with the stream's bytes handed to the page in `mode`'s pieces; wait for `until`."""
+    page.evaluate(RECUT_STREAM, mode)
+    page.fill("#question", QUESTION)
+    page.click("#ask-button")
+    page.wait_for_selector(until, timeout=15_000)
+
+
 @pytest.mark.parametrize("mode", ["every-crlf", "one-blank-line"])
 def test_an_answer_whose_line_ends_are_split_across_reads_still_shows(page, mode: str) -> None:
     # a CRLF cut between two network reads was normalised per read: the CR and the LF stayed two
     # line ends, the events ran together, and a good answer showed as "Unexpected non-whitespace
     # character after JSON" (or the page waited at "Working…" for ever)
-    page.evaluate(RECUT_STREAM, mode)
-    page.fill("#question", QUESTION)
-    page.click("#ask-button")
-    page.wait_for_selector("#answer[data-state='done'], #answer[data-state='error']", timeout=15_000)
+    ask_through_a_recut_stream(page, mode, "#answer[data-state='done'], #answer[data-state='error']")
     assert page.get_attribute("#answer", "data-state") == "done", page.inner_text("#answer")
     pieces = page.evaluate("window.streamPieces")  # the cuts were made
     assert pieces == 2 if mode == "one-blank-line" else pieces > 10
@@ -343,10 +348,7 @@ def test_an_answer_whose_line_ends_are_split_across_reads_still_shows(page, mode
 def test_a_stream_cut_before_its_answer_shows_an_error_not_working_for_ever(page, mode: str) -> None:
     # a server restart, a killed worker or a proxy timeout ends the stream without its answer or
     # error event: the page stayed at "Working…" with the last stage pulsing as if still running
-    page.evaluate(RECUT_STREAM, mode)
-    page.fill("#question", QUESTION)
-    page.click("#ask-button")
-    page.wait_for_selector("#answer[data-state='error']", timeout=15_000)
+    ask_through_a_recut_stream(page, mode, "#answer[data-state='error']")
     assert page.inner_text("#answer") == ("Something went wrong: the connection closed before the answer arrived "
                                           "(the server may have restarted or timed out): please ask again")
     assert page.locator("#workflow-graph li.node").count() >= 1
