@@ -103,3 +103,24 @@ def test_chat_commands_never_reach_the_model_or_the_session(eng: Engine, ingest_
         eng.memory().session("fresh")
     bad = CliRunner().invoke(cli_module.app, ["chat", "--session", "a/b", "--store", store], input="/quit\n")
     assert bad.exit_code == 1 and "session id" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_a_turn_cancelled_mid_way_is_not_written_to_the_session(eng: Engine):
+    # a stream the client left recorded "I could not answer this reliably (cancelled: client
+    # disconnected)" as the session's turn, though no one read it
+    from cograg.control.models import CancelToken
+    from cograg.orchestrator.orchestrator import TurnOptions
+    from cograg.testing import ScriptedLLM
+    from tests.test_answer import OPEN, with_models
+    from tests.test_control_flow import Brain
+    from tests.test_memory import answer
+
+    cancel = CancelToken()
+
+    def leave(text: str) -> None:
+        cancel.cancel("client disconnected")
+    e = with_models(eng, llm=ScriptedLLM([Brain(answer=answer, on_call=leave)] * 20))
+    resp = e.ask(ARCHES, options=TurnOptions(answer=OPEN), session="s1", cancel=cancel)
+    assert cancel.cancelled
+    assert e.memory().turns("s1") == [] and e.memory().facts("s1") == []
+    assert "MEMORY_SKIPPED" in [ev["name"] for ev in e.trace(resp.trace_id)["events"]]

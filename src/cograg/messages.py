@@ -159,6 +159,7 @@ MESSAGES: dict[str, dict[Lang, str]] = {
     "web.event.CACHE_HIT": {"zh": "使用缓存的已核实回答", "en": "Verified answer served from the cache"},
     "web.event.MEMORY_COMMITTED": {"zh": "已写入会话记忆", "en": "Session memory updated"},
     "web.event.MEMORY_ERROR": {"zh": "会话记忆写入失败", "en": "Session memory could not be updated"},
+    "web.event.MEMORY_SKIPPED": {"zh": "回答已取消，未写入会话记忆", "en": "Turn cancelled: session memory left as it was"},
     "web.config": {"zh": "设置", "en": "Settings"},
     "web.model_profile": {"zh": "模型", "en": "Model"},
     "web.model_default": {"zh": "默认模型", "en": "default model"},

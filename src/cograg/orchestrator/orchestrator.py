@@ -308,6 +308,9 @@ class Orchestrator:
     @staticmethod
     def _memory_commit(turn: Turn, resp: AnswerResponse) -> None:
         session = turn.session
+        if turn.cancel.cancelled:  # no one read this reply (the client went away): not part of the conversation
+            turn.event("MEMORY_SKIPPED", reason=f"cancelled: {turn.cancel.reason}"[:300])
+            return
         try:
             if not turn.cache_hit:
                 session.remember_answer(turn.options.force_mode or "auto", resp)
