@@ -245,12 +245,8 @@ def _memory_store(settings: Settings, store: Any) -> Any:
     prefix (`cograg:<store id>`), since other stores may share the Redis database."""
     from cograg.memory.backends import open_memory_store
 
-    backend, ttl_s = settings.memory.backend, settings.memory.session_ttl_days * 86400
-    if backend.startswith(("redis://", "rediss://", "unix://")):
-        from cograg.memory.redis_store import RedisMemoryStore, store_prefix
-
-        return RedisMemoryStore(backend, prefix=store_prefix(store.store_id()), ttl_s=ttl_s)
-    return open_memory_store(backend, getattr(store, "directory", settings.store), ttl_s=ttl_s)
+    return open_memory_store(settings.memory.backend, getattr(store, "directory", settings.store),
+                             ttl_s=settings.memory.session_ttl_days * 86400, store_id=store.store_id)
 
 
 def _rules(settings: Settings) -> Any:
