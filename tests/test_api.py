@@ -213,17 +213,27 @@ def test_a_passage_the_corpus_policy_keeps_out_is_not_served_by_its_id(tmp_path:
     # asking for it by id (copied from an old answer, or guessed) must not give it either
     from cograg.index.sqlite_store import SQLiteStore
 
-    app, _ = scripted_app(tmp_path)
+    app, _ = scripted_app(tmp_path, policy=policy)  # the server's policy, read when it is first used
     with TestClient(app, raise_server_exceptions=False) as c:
         files = {"files": ("plans.md", b"# Plans\n\nThe new bridge will be built by Harbor Works.\n", "text/markdown")}
         assert c.post("/api/documents", files=files, data={"tags": "secret"}).status_code == 200
         with SQLiteStore(tmp_path / "store", create=False) as store:
             chunk_of = {name: next(iter(store.iter_chunks(doc.doc_id))).chunk_id
                         for name in ("plans.md", "rhine.md") for doc in store.find_documents_named(name)}
-        (tmp_path / "store" / "corpus_policy.yaml").write_text(policy, encoding="utf-8")
         denied = c.get(f"/api/chunks/{chunk_of['plans.md']}")
         assert denied.status_code == 404 and "Harbor Works" not in denied.text
         assert c.get(f"/api/chunks/{chunk_of['rhine.md']}").json()["text"].startswith("# Rhine Bridge")
+
+
+def test_the_document_list_says_which_documents_the_corpus_policy_keeps_out_of_answers(tmp_path: Path):
+    # they were listed like any other, so nothing told the user why they were never cited
+    app, _ = scripted_app(tmp_path, policy="deny_tags: [secret]\n")
+    with TestClient(app, raise_server_exceptions=False) as c:
+        files = {"files": ("plans.md", b"# Plans\n\nThe new bridge will be built by Harbor Works.\n", "text/markdown")}
+        up = c.post("/api/documents", files=files, data={"tags": "secret"})
+        assert up.status_code == 200 and up.json()["documents"][0]["in_answers"] is False
+        listed = {d["source"]: d["in_answers"] for d in c.get("/api/documents").json()}
+    assert listed == {"plans.md": False, "linden.md": True, "rhine.md": True, "tea.md": True}
 
 
 def test_a_ref_no_file_system_takes_is_a_short_404(client: TestClient):

@@ -39,7 +39,8 @@ def _unavailable(reason: str) -> None:
 def app_kind() -> str:
     """`plain`: the sample corpus, no keys; a test parametrized with `keyed` gets API keys and the
     Linden document under an ACL (tests/test_api_keys.py); `refuse` is `keyed` answering callers
-    without a key 401 (`serve.anonymous: refuse`)."""
+    without a key 401 (`serve.anonymous: refuse`); `policy` is `plain` with a corpus policy that
+    keeps rhine.md out of answers."""
     return "plain"
 
 
@@ -53,8 +54,9 @@ def served(app_kind: str, tmp_path: Path) -> Iterator[str]:
         from tests.test_api_keys import keyed_app
 
         app = keyed_app(tmp_path, **({"anonymous": "refuse"} if app_kind == "refuse" else {}))
-    else:
-        app, _ = scripted_app(tmp_path)
+    else:  # `policy`: the corpus policy keeps rhine.md out of answers
+        app, _ = scripted_app(tmp_path, policy="allow_sources: ['*/linden.md', '*/tea.md']\n" if app_kind == "policy"
+                              else None)
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
@@ -267,6 +269,13 @@ def test_a_ledger_request_answering_late_never_brings_back_a_forgotten_fact(page
     page.wait_for_function("document.querySelector('#facts').innerText.includes('No facts')")
     page.wait_for_timeout(2500)  # the late answer has arrived by now
     assert "No facts" in page.inner_text("#facts") and page.locator("#facts li[data-fact-id]").count() == 0
+
+
+@pytest.mark.parametrize("app_kind", ["policy"])
+def test_a_document_the_corpus_policy_keeps_out_of_answers_is_marked_in_the_list(page) -> None:
+    rows = {row.split(" ")[0]: row for row in page.inner_text("#documents").splitlines() if ".md" in row}
+    assert "kept out of answers by the corpus policy" in rows["rhine.md"]
+    assert "kept out of answers" not in rows["linden.md"] and "kept out of answers" not in rows["tea.md"]
 
 
 @pytest.mark.parametrize("app_kind", ["keyed"])

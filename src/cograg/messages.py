@@ -110,6 +110,7 @@ MESSAGES: dict[str, dict[Lang, str]] = {
     "web.uploaded": {"zh": "已导入", "en": "Ingested"},
     "web.delete": {"zh": "删除", "en": "Delete"},
     "web.chunks": {"zh": "段", "en": "chunks"},
+    "web.not_in_answers": {"zh": "· 语料策略不允许用于回答", "en": "· kept out of answers by the corpus policy"},
     "web.hits": {"zh": "条结果", "en": "hits"},
     "web.working": {"zh": "正在处理…", "en": "Working…"},
     "web.error": {"zh": "出错了", "en": "Something went wrong"},

@@ -48,12 +48,13 @@ class UploadRejected(CogragError):
     """No uploaded file could be used."""
 
 
-def document_info(doc: Document, *, deletable: bool = False) -> DocumentInfo:
+def document_info(doc: Document, *, deletable: bool = False, in_answers: bool = True) -> DocumentInfo:
     """What the API shows of `doc`; `deletable`: whether the caller asking may delete it over HTTP
-    (it uploaded it: `uploaded_by`)."""
+    (it uploaded it: `uploaded_by`); `in_answers`: whether the corpus policy lets answers use it."""
     return DocumentInfo(doc_id=doc.doc_id, title=doc.title, source=Path(doc.source_path).name,
                         doc_type=doc.doc_type, tags=doc.tags, chunk_count=doc.chunk_count,
-                        size_bytes=doc.size_bytes, updated_at=doc.updated_at, deletable=deletable)
+                        size_bytes=doc.size_bytes, updated_at=doc.updated_at, deletable=deletable,
+                        in_answers=in_answers)
 
 
 def uploaded_by(upload_dir: Path, caller: Caller, doc: Document) -> bool:
@@ -126,7 +127,9 @@ def list_documents(request: Request) -> list[DocumentInfo]:
     state, caller = api_state(request), caller_of(request)
     with state.engines.engine() as engine:
         allowed = allowed_doc_ids(engine, caller)
-        return [document_info(d, deletable=uploaded_by(state.upload_dir, caller, d))
+        policy = engine.components.policy.get()
+        return [document_info(d, deletable=uploaded_by(state.upload_dir, caller, d),
+                              in_answers=policy.admits(d.source_path, d.tags))
                 for d in engine.documents() if allowed is None or d.doc_id in allowed]
 
 
@@ -198,7 +201,9 @@ def _place_and_ingest(engine: Engine, caller: Caller, folder: Path, staged: dict
         raise UploadRejected("; ".join(f"{Path(p).name}: {r}" for p, r in skipped.items()))
     docs = [d for p in paths if str(p) not in skipped
             for d in [engine.store.get_document_by_path(str(p))] if d is not None]
-    return UploadResult(documents=[document_info(d, deletable=True) for d in docs],  # the caller's own uploads
+    policy = engine.components.policy.get()
+    return UploadResult(documents=[document_info(d, deletable=True,  # the caller's own uploads
+                                                 in_answers=policy.admits(d.source_path, d.tags)) for d in docs],
                         added=summary.added, updated=summary.updated,
                         unchanged=summary.unchanged,
                         skipped=[{"file": Path(p).name, "reason": r} for p, r in skipped.items()],

@@ -196,6 +196,9 @@ class DocumentInfo(BaseModel):
     # whether the caller asking may delete it over HTTP: a document it uploaded (the corpus is
     # deleted by the operator, with `cograg docs delete`)
     deletable: bool = False
+    # false: the corpus policy (allow_sources, deny_tags) keeps it out of every search and answer;
+    # listed all the same, so that whoever manages the documents sees why it is never cited
+    in_answers: bool = True
 
 
 class UploadResult(BaseModel):

@@ -96,7 +96,9 @@ async function loadDocuments() {
   list.innerHTML = docs.length ? "" : `<li class="hint">${esc(t("web.no_documents"))}</li>`;
   for (const d of docs) {
     const li = document.createElement("li");
-    li.innerHTML = `<span title="${esc(d.doc_id)}">${esc(d.source)} <small>${d.chunk_count} ${esc(t("web.chunks"))}</small></span>`;
+    // a document the corpus policy keeps out of answers is listed, and says so
+    const outside = d.in_answers === false ? ` <small class="not-in-answers">${esc(t("web.not_in_answers"))}</small>` : "";
+    li.innerHTML = `<span title="${esc(d.doc_id)}">${esc(d.source)} <small>${d.chunk_count} ${esc(t("web.chunks"))}</small>${outside}</span>`;
     list.appendChild(li);
     // only a document this key uploaded may be deleted here; the corpus is the operator's (the CLI)
     if (!d.deletable) continue;
