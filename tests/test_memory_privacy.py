@@ -124,3 +124,15 @@ def test_a_turn_cancelled_mid_way_is_not_written_to_the_session(eng: Engine):
     assert cancel.cancelled
     assert e.memory().turns("s1") == [] and e.memory().facts("s1") == []
     assert "MEMORY_SKIPPED" in [ev["name"] for ev in e.trace(resp.trace_id)["events"]]
+
+
+def test_session_show_counts_the_valid_facts_and_a_pasted_id_is_one_short_line(eng: Engine, cli, ingest_env):
+    # "2 facts" where `session facts` listed none (both invalid); a 100,000-character id was echoed whole
+    e, ask = chat(eng)
+    ask(ARCHES)
+    e.delete_document(linden_id(e))
+    store = eng.settings.store
+    shown = cli("session", "show", "s1", "--store", store)
+    assert "· 0 facts (1 no longer valid)" in shown.stdout.replace("\n", " ")
+    r = cli("session", "show", "x" * 100_000, "--store", store)
+    assert r.exit_code == 1 and len(r.stderr) < 200 and "(100000 characters)" in r.stderr

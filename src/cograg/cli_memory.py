@@ -90,7 +90,9 @@ def session_show(session_id: SessionArg, store: StoreOpt = None, as_json: JsonOp
                      "facts": [fact_view(f) for f in facts]})
         return
     s = session.summary
-    out.print(f"[bold]{plain(session.session_id)}[/] · {session.turn_count} turns · {len(facts)} facts",
+    valid = sum(f.valid for f in facts)  # as `session facts` counts them; the others are marked below
+    stale = f" ({len(facts) - valid} no longer valid)" if valid < len(facts) else ""
+    out.print(f"[bold]{plain(session.session_id)}[/] · {session.turn_count} turns · {valid} facts{stale}",
               highlight=False)
     for label, items in (("topics", s.main_topics), ("conclusions", s.key_conclusions),
                          ("open questions", s.unresolved_questions)):

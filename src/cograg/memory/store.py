@@ -22,7 +22,7 @@ class SessionError(CogragError):
 
 class SessionNotFound(SessionError):
     def __init__(self, session_id: str) -> None:
-        super().__init__(f"no session {session_id!r}")
+        super().__init__(f"no session {shown_ref(session_id)}")  # a pasted page is no id: one short line
         self.session_id = session_id
 
 
