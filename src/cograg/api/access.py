@@ -82,7 +82,7 @@ def owns_session(session: Any, caller: Caller) -> bool:
 def check_session(memory: Any, session_id: str, caller: Caller) -> None:
     """NotFound unless the session is absent (asking creates it) or belongs to `caller`."""
     try:
-        found = memory.session(session_id)
+        found = memory.stored_session(session_id)
     except SessionNotFound:
         return
     if not owns_session(found, caller):

@@ -70,7 +70,7 @@ def _call(request: Request, fn: Any, session_id: str | None = None) -> Any:
     with state.engines.engine() as engine:
         try:
             memory = engine.memory()
-            if session_id is not None and not owns_session(memory.session(session_id), caller):
+            if session_id is not None and not owns_session(memory.stored_session(session_id), caller):
                 raise NotFound(f"no session {shown_ref(session_id)}")
             reader = _Reader(state.engines.snippets_visible(), allowed_doc_ids(engine, caller))
             # facts and turns record their sources' paths; a client sees file names

@@ -200,11 +200,11 @@ class SessionMemory:
     def session(self, session_id: str) -> Session:
         """The session, its summary's conclusions limited to what its ledger still states. One idle
         past the TTL is gone, here as in a listing (it was shown and exported until a list)."""
-        found = self._live(session_id)
+        found = self.stored_session(session_id)
         self.sync()
         return current_conclusions(found, self.store.facts(session_id, include_invalid=False))
 
-    def _live(self, session_id: str) -> Session:
+    def stored_session(self, session_id: str) -> Session:
         """The stored session, unless it is missing or idle past the TTL (SessionNotFound): the
         check before reading its facts or turns, without the summary's filtering `session()` does."""
         self.expire()
@@ -231,16 +231,16 @@ class SessionMemory:
         return self.store.expire_sessions(time.time() - self.config.session_ttl_days * 86400)
 
     def facts(self, session_id: str, *, include_invalid: bool = True) -> list[Fact]:
-        self._live(session_id)
+        self.stored_session(session_id)
         self.sync()
         return self.store.facts(session_id, include_invalid=include_invalid)
 
     def turns(self, session_id: str) -> list[TurnRecord]:
-        self._live(session_id)
+        self.stored_session(session_id)
         return self.store.turns(session_id)
 
     def forget(self, session_id: str, fact_id: str) -> None:
-        self._live(session_id)
+        self.stored_session(session_id)
         if not self.store.forget_fact(session_id, fact_id):
             raise SessionError(f"session {session_id!r} has no fact {fact_id!r}")
 
