@@ -194,6 +194,12 @@ class Gatekeeper:
         return Caller(found.name, principal, False, f"key:{found.name}",
                       found.rate_per_minute or self.config.rate_per_minute)
 
+    def identified_and_admitted(self, request: Request) -> Caller:
+        """The request's caller, counted under its rate limit (Unauthorized, RateLimited)."""
+        caller = self.identify(request)
+        self.admit(caller)
+        return caller
+
     def admit(self, caller: Caller) -> None:
         item = RateLimitItemPerMinute(caller.rate_per_minute)
         try:
@@ -220,8 +226,7 @@ def authenticate(request: Request) -> Caller:
     if admitted is not None:
         return admitted
     gate: Gatekeeper = request.app.state.cograg.gate
-    caller = gate.identify(request)
-    gate.admit(caller)
+    caller = gate.identified_and_admitted(request)
     setattr(request.state, ADMITTED_CALLER, caller)
     return caller
 

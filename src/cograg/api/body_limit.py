@@ -178,13 +178,8 @@ class BodyLimit:
     async def admitted(self, gate: Gatekeeper, scope: dict[str, Any], receive: Any, send: Any) -> bool:
         """Identify and admit the caller before the body is read; False once refused (answered)."""
         request = Request(scope)
-
-        def identify_and_admit() -> Any:
-            caller = gate.identify(request)
-            gate.admit(caller)
-            return caller
         try:  # the counters may be a SQLite file or Redis: not on the event loop
-            caller = await anyio.to_thread.run_sync(identify_and_admit)
+            caller = await anyio.to_thread.run_sync(gate.identified_and_admitted, request)
         except CogragError as exc:
             await response_for(exc)(scope, receive, send)
             return False
