@@ -193,7 +193,9 @@ def test_a_real_server_answers_413_while_a_chunked_upload_is_still_coming(small_
             time.sleep(0.02)
     assert bytes(answer).startswith(b"HTTP/1.1 413"), bytes(answer[:200])
     assert b'"error":"too_large"' in answer
-    assert sent < 4 << 20  # refused after about the file limit (and the sockets' buffers), not the 50 MB
+    # Refused long before the 50 MB ended. The slack is the two sockets' buffers (Linux lets loopback
+    # buffers grow to several MB) and a busy machine's delay before the reader thread sees the answer.
+    assert sent < 16 << 20
 
 
 def test_made_up_methods_and_unknown_paths_add_no_metric_series(tmp_path: Path):
