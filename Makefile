@@ -45,7 +45,7 @@ redis:
 # rewrites the asserts of every test module again in each of its three collections (~10 s each).
 test: setup browser redis
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -m "not slow" -n 2 $(PYTEST_ARGS)
-	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -m slow $(PYTEST_ARGS)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -m slow --durations=12 $(PYTEST_ARGS)
 
 test-fast: setup browser redis
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -m "not slow" -n 2 $(PYTEST_ARGS)
