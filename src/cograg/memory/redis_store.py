@@ -28,12 +28,10 @@ store directory carries the same id, so clear `store_id` from the copy's meta to
 this store does reads, writes or deletes a key outside its prefix (`cache_clear` matches its own
 prefix literally).
 
-Data written before this scoping, under the global prefix `cograg` (`cograg:s:*`, `cograg:sessions`,
-`cograg:meta`, `cograg:cache:*`), is not adopted by any store — it cannot be told which store it
-belonged to, and adopting it would repeat the exposure. Those sessions are short-lived: their keys
-carry the session TTL and disappear on their own; the small `cograg:sessions` and `cograg:meta`
-keys that remain can be deleted by hand. `RedisMemoryStore(url)` without a prefix still uses the
-global `cograg` prefix (tests, benchmarks, one-store tools), as does `open_memory_store`."""
+Keys written before this scoping (`cograg:s:*`, `cograg:sessions`, …) are adopted by no store: which
+store they belonged to cannot be told. They expire with their TTL (README, "Scale-out").
+`RedisMemoryStore(url)` without a prefix uses the global `cograg` prefix (tests, benchmarks, one-store
+tools), as does `open_memory_store`."""
 
 from __future__ import annotations
 
@@ -41,16 +39,17 @@ import functools
 import json
 import math
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
-
-from pydantic import BaseModel, ValidationError
 
 from cograg.errors import StoreError
 from cograg.memory.models import (
     CommitResult, Fact, Session, SessionState, SessionSummary, SystemProfile, TurnRecord, now,
 )
+from cograg.memory.redis_records import ordered_facts, ordered_turns, session_from_hash
+from cograg.memory.redis_records import text as _text
 from cograg.memory.store import FoldUpdate, MemoryStore, SessionNotFound, SummaryUpdate
+from cograg.memory.stored_rows import parse_rows
 
 try:  # the `scale` extra
     import redis
@@ -74,10 +73,6 @@ def store_prefix(store_id: str) -> str:
     if not short or not _PREFIX.fullmatch(short):
         raise StoreError(f"cannot scope Redis memory by the store id {store_id!r}: not a plain id")
     return f"cograg:{short}"
-
-
-def _text(value: Any) -> str | None:
-    return value.decode("utf-8") if isinstance(value, bytes) else value
 
 
 class RedisMemoryStore:
@@ -127,22 +122,6 @@ class RedisMemoryStore:
                 pipe.expire(key, self.ttl_s)
 
     # ------------------------------------------------------------------ sessions
-    @staticmethod
-    def _session(session_id: str, raw: dict[Any, Any], problems: list[str] | None = None) -> Session:
-        data = {_text(k): _text(v) for k, v in raw.items()}
-
-        def part(field: str, model: Any) -> Any:
-            try:
-                return model.model_validate_json(data.get(field) or "{}")
-            except ValidationError as exc:
-                if problems is not None:
-                    problems.append(f"session {session_id}: corrupt {field} skipped ({exc.errors()[0]['msg']})")
-                return model()
-        return Session(session_id=session_id, user=data.get("user") or None,
-                       created_at=float(data.get("created_at") or 0), updated_at=float(data.get("updated_at") or 0),
-                       turn_count=int(data.get("turn_count") or 0), profile=part("profile", SystemProfile),
-                       summary=part("summary", SessionSummary))
-
     def create_session(self, session_id: str, *, user: str | None = None,
                        profile: SystemProfile | None = None) -> Session:
         key = self._key(session_id)
@@ -165,7 +144,7 @@ class RedisMemoryStore:
 
     def get_session(self, session_id: str) -> Session | None:
         raw = self.client.hgetall(self._key(session_id))
-        return self._session(session_id, raw, []) if raw else None
+        return session_from_hash(session_id, raw, []) if raw else None
 
     def list_sessions(self, *, user: str | None = None) -> list[Session]:
         ids = [_text(s) for s in self.client.zrevrange(self._index, 0, -1)]
@@ -177,7 +156,7 @@ class RedisMemoryStore:
             if not raw:
                 gone.append(sid)  # its keys expired in Redis: drop it from the listing too
                 continue
-            session = self._session(sid, raw, [])
+            session = session_from_hash(sid, raw, [])
             if user is None or session.user == user:
                 out.append(session)
         if gone:
@@ -217,29 +196,6 @@ class RedisMemoryStore:
         return expired
 
     # ------------------------------------------------------------------ one turn
-    @staticmethod
-    def _parse(values: Iterable[Any], model: type[BaseModel], problems: list[str], what: str) -> list[Any]:
-        out = []
-        for v in values:
-            try:
-                out.append(model.model_validate_json(v))
-            except (ValidationError, ValueError) as exc:
-                problems.append(f"corrupt {what} row skipped: {str(exc).splitlines()[0][:160]}")
-        return out
-
-    def _ordered_facts(self, raw: dict[Any, Any], ranks: dict[str, float], problems: list[str]) -> list[Fact]:
-        """The facts in the order they were established: created_at, then insertion order."""
-        facts = self._parse(raw.values(), Fact, problems, "fact")
-        facts.sort(key=lambda f: (f.created_at, ranks.get(f.fact_id, 0.0)))
-        return facts
-
-    def _ordered_turns(self, raw: dict[Any, Any], folded: set[Any], *, include_folded: bool,
-                       problems: list[str]) -> list[TurnRecord]:
-        folded_seqs = {int(s) for s in folded}
-        by_seq = {int(k): v for k, v in raw.items()}
-        chosen = [s for s in sorted(by_seq) if include_folded or s not in folded_seqs]
-        return self._parse((by_seq[s] for s in chosen), TurnRecord, problems, "turn")
-
     def load(self, session_id: str, *, max_facts: int = 1000) -> SessionState:
         problems: list[str] = []
         pipe = self.client.pipeline(transaction=True)  # one consistent read of the session
@@ -251,9 +207,9 @@ class RedisMemoryStore:
         raw_session, raw_facts, ranks, raw_turns, folded = pipe.execute()
         if not raw_session:
             raise SessionNotFound(session_id)
-        session = self._session(session_id, raw_session, problems)
-        facts = [f for f in self._ordered_facts(raw_facts, {_text(k): s for k, s in ranks}, problems) if f.valid]
-        turns = self._ordered_turns(raw_turns, folded, include_folded=False, problems=problems)
+        session = session_from_hash(session_id, raw_session, problems)
+        facts = [f for f in ordered_facts(raw_facts, {_text(k): s for k, s in ranks}, problems) if f.valid]
+        turns = ordered_turns(raw_turns, folded, include_folded=False, problems=problems)
         return SessionState(session=session, facts=facts[-max_facts:] if max_facts > 0 else [], turns=turns,
                             problems=problems)
 
@@ -298,7 +254,7 @@ class RedisMemoryStore:
                 result.facts_dropped = dropped
             summary = None
             if summary_update is not None:  # merged on the data this EXEC is guarded by
-                summary = summary_update(self._session(sid, raw, []).summary)
+                summary = summary_update(session_from_hash(sid, raw, []).summary)
             stored_turn = turn.model_copy(update={"seq": seq, "facts_written": result.facts_written})
             pipe.multi()
             if new:
@@ -325,7 +281,7 @@ class RedisMemoryStore:
         pipe.hgetall(self._key(session_id, ":facts"))
         pipe.zrange(self._key(session_id, ":rank"), 0, -1, withscores=True)
         raw, ranks = pipe.execute()
-        facts = self._ordered_facts(raw, {_text(k): s for k, s in ranks}, [])
+        facts = ordered_facts(raw, {_text(k): s for k, s in ranks}, [])
         return facts if include_invalid else [f for f in facts if f.valid]
 
     def turns(self, session_id: str, *, include_folded: bool = True) -> list[TurnRecord]:
@@ -333,7 +289,7 @@ class RedisMemoryStore:
         pipe.hgetall(self._key(session_id, ":turns"))
         pipe.smembers(self._key(session_id, ":folded"))
         raw, folded = pipe.execute()
-        return self._ordered_turns(raw, folded, include_folded=include_folded, problems=[])
+        return ordered_turns(raw, folded, include_folded=include_folded, problems=[])
 
     def forget_fact(self, session_id: str, fact_id: str) -> bool:
         pipe = self.client.pipeline(transaction=True)
@@ -348,7 +304,7 @@ class RedisMemoryStore:
         """doc id → the content hashes its valid facts were established from."""
         out: dict[str, set[str | None]] = {}
         for sid in self._session_ids():
-            for fact in self._parse(self.client.hvals(self._key(sid, ":facts")), Fact, [], "fact"):
+            for fact in parse_rows(self.client.hvals(self._key(sid, ":facts")), Fact, [], "fact"):
                 if fact.valid and fact.source_doc_id is not None:
                     out.setdefault(fact.source_doc_id, set()).add(fact.source_hash)
         return out
@@ -406,7 +362,7 @@ class RedisMemoryStore:
                     updates[seq] = json.dumps(record, ensure_ascii=False)
                 except (ValueError, TypeError):
                     updates[seq] = data  # a corrupt turn is folded as it is
-            old = self._session(session_id, raw, []).summary
+            old = session_from_hash(session_id, raw, []).summary
             new = summary_update(old, sorted(int(s) for s in updates))
             summary = old.model_copy(update={"rolling": new.rolling, "folded_turns": new.folded_turns})
             pipe.multi()

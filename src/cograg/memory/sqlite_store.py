@@ -20,8 +20,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from cograg.index.sqlite_conn import SerializedConnection
 from cograg.index.sqlite_store import immediate_transaction
 from cograg.errors import StoreError
@@ -29,6 +27,7 @@ from cograg.memory.models import (
     CommitResult, Fact, Session, SessionState, SessionSummary, SystemProfile, TurnRecord, now,
 )
 from cograg.memory.store import FoldUpdate, SessionNotFound, SummaryUpdate
+from cograg.memory.stored_rows import part_or_empty, row_or_none
 
 DB_NAME = "memory.db"
 
@@ -155,16 +154,11 @@ class SQLiteMemoryStore:
     # ------------------------------------------------------------------ sessions
     @staticmethod
     def _session(row: sqlite3.Row, problems: list[str] | None = None) -> Session:
-        def part(column: str, model: Any) -> Any:
-            try:
-                return model.model_validate_json(row[column] or "{}")
-            except ValidationError as exc:
-                if problems is not None:
-                    problems.append(f"session {row['session_id']}: corrupt {column} skipped ({exc.errors()[0]['msg']})")
-                return model()
+        where = f"session {row['session_id']}: corrupt"
         return Session(session_id=row["session_id"], user=row["user"], created_at=row["created_at"],
                        updated_at=row["updated_at"], turn_count=row["turn_count"],
-                       profile=part("profile", SystemProfile), summary=part("summary", SessionSummary))
+                       profile=part_or_empty(row["profile"], SystemProfile, problems, f"{where} profile"),
+                       summary=part_or_empty(row["summary"], SessionSummary, problems, f"{where} summary"))
 
     def create_session(self, session_id: str, *, user: str | None = None,
                        profile: SystemProfile | None = None) -> Session:
@@ -231,10 +225,8 @@ class SQLiteMemoryStore:
     def _parse(rows: list[sqlite3.Row], model: Any, problems: list[str], what: str) -> list[Any]:
         out = []
         for r in rows:
-            try:
-                item = model.model_validate_json(r["data"])
-            except (ValidationError, ValueError) as exc:
-                problems.append(f"corrupt {what} row skipped: {str(exc).splitlines()[0][:160]}")
+            item = row_or_none(r["data"], model, problems, what)
+            if item is None:
                 continue
             if what == "turn" and bool(r["folded"]) != item.folded:  # the column is what compaction set
                 item = item.model_copy(update={"folded": bool(r["folded"])})
