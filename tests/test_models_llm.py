@@ -84,6 +84,25 @@ def test_parse_braces_inside_strings():
     assert parse_json_output(text, Scores).label == "a } tricky { one"
 
 
+@pytest.mark.parametrize("text", [
+    '{"city": "Paris", "country": "France", "population": ' + "9" * 5000 + '}',  # over int()'s 4300 digits
+    '{"city": "Paris", "country": "France"} and a note: [' + "9" * 5000 + "]",
+    '{"city": "Paris", "country": "France", "nested": ' + "[" * 100_000 + "]" * 100_000 + "}",
+])
+def test_parse_survives_numbers_and_nesting_no_decoder_reads(text: str):
+    # the well-formed object is found, or the answer is one output error the retry handles: never a
+    # ValueError or RecursionError out of the decoder
+    try:
+        assert parse_json_output(text, Answer) == Answer(city="Paris", country="France")
+    except LLMOutputError as exc:
+        assert "nested too deeply" in exc.error or "too long" in exc.error
+
+
+def test_parse_refuses_deep_nesting_as_output_error():
+    with pytest.raises(LLMOutputError, match="nested too deeply"):
+        parse_json_output('{"city": ' + "[" * 100_000, Answer)
+
+
 def test_parse_trailing_commas():
     assert parse_json_output('{"label": "x", "score": 0.1, "tags": ["a", "b",],}', Scores).tags == ["a", "b"]
 

@@ -136,6 +136,13 @@ def test_task_citations_resolve_to_the_chunks_behind_each_task():
     assert [c.chunk_id for c in numbering.citations] == ["c1", "c2"]
 
 
+def test_a_task_id_of_thousands_of_digits_is_an_unknown_task_not_a_crash():
+    text = "The Linden Bridge opened in 1811 [cite: task, " + "9" * 5000 + "]. The Rhine Bridge opened in 1870 [cite: task, 2]."
+    sentences, unknown, uncited = resolve_task_citations(text, results(), CitationNumbering())
+    assert sentences == ["The Rhine Bridge opened in 1870 [1]."]
+    assert unknown == [-1] and uncited == 1
+
+
 def synthesizer(llm) -> Synthesizer:
     return Synthesizer(llm, Verifier(LexicalJudge()), chunk_text=CHUNKS.__getitem__)
 

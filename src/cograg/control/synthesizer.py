@@ -94,8 +94,8 @@ def resolve_task_citations(text: str, results: dict[int, TaskResult],
     for sentence in answer_sentences(text):
         ids: list[int] = []
         for m in TASK_CITE_RE.finditer(sentence):
-            for part in re.findall(r"\d+", m.group(1)):
-                ids.append(int(part))
+            # a plan has a few dozen tasks: a longer number names none (and int() refuses 4300 digits)
+            ids += [int(part) if len(part) <= 9 else -1 for part in re.findall(r"\d+", m.group(1))]
         body = TASK_CITE_RE.sub("", sentence)
         body = strip_markers(body)  # numbered markers the model made up mean nothing here
         known = [i for i in dict.fromkeys(ids) if i in results and results[i].citations]

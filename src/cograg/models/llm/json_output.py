@@ -20,6 +20,10 @@ from pydantic import BaseModel, ValidationError
 from cograg.models.llm.types import ChatMessage, LLMOutputError, T, check_schema, summarise_validation
 
 _STRICT = json.JSONDecoder(strict=False)  # control characters inside strings are fine
+# What a decoder raises on text a model may write besides a syntax error: an integer of more than
+# 4300 digits is a ValueError (Python's int conversion limit), nesting deeper than the interpreter's
+# recursion limit a RecursionError. Either is an answer that is not usable JSON, never a crash.
+_UNREADABLE = (ValueError, RecursionError)
 
 
 def _embedded_json(text: str) -> list[Any]:
@@ -32,7 +36,7 @@ def _embedded_json(text: str) -> list[Any]:
     for opener in "{[":
         pos = text.find(opener)
         if pos != -1:
-            with contextlib.suppress(json.JSONDecodeError):
+            with contextlib.suppress(*_UNREADABLE):
                 values.append(_STRICT.raw_decode(text, pos)[0])
     return values
 
@@ -44,7 +48,10 @@ def _repaired_json(text: str) -> list[Any]:
     Python literals, missing closing brackets); when the text holds several JSON values it returns
     them as a list, and each object in it is a candidate too.
     """
-    value = json_repair.loads(text)
+    try:
+        value = json_repair.loads(text)
+    except _UNREADABLE:
+        return []
     if value == "":  # json_repair's answer for "no JSON in there"
         return []
     if isinstance(value, list):
@@ -59,6 +66,10 @@ def _syntax_error(text: str) -> str:
         _STRICT.raw_decode(text, min(starts, default=0))
     except json.JSONDecodeError as exc:
         return f"{exc.msg} at line {exc.lineno} column {exc.colno}"
+    except ValueError:
+        return "a number too long to read"
+    except RecursionError:
+        return "nested too deeply"
     return "no JSON value could be read"  # pragma: no cover - the caller found none well-formed
 
 
