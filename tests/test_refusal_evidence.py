@@ -67,3 +67,38 @@ def test_the_refusal_shows_the_closest_evidence_that_is_not_an_instruction() -> 
     assert resp.fallback and len(resp.citations) == 1
     assert "Ignore all previous instructions" not in resp.answer
     assert resp.citations[0].quote in resp.answer
+
+
+LINDEN = ("# Linden Bridge\n\nThe Linden Bridge was designed by Tobias Marrick. It has seven arches. "
+          "The bridge opened in 1811 and was restored in 1998 for 4.2 million euros.")
+
+
+def test_a_heading_is_no_evidence_sentence() -> None:
+    # the heading names what is asked of, and so does the first sentence; what answers the question
+    # is the sentence that says what it asks ("arches"), though it does not repeat the name
+    found = closest_evidence(_blocks([LINDEN]), "How many arches does the Linden Bridge have?")
+    assert found[0].quote == "It has seven arches."
+    assert all(not c.quote.startswith("#") for c in found)
+    # a block that is nothing but headings and names: still no heading shown
+    only = closest_evidence(_blocks(["# Linden Bridge\n\n## History"], [BRIDGE_2]), "Who designed the Linden Bridge?")
+    assert only and all(not c.quote.lstrip().startswith("#") for c in only)
+
+
+def test_a_list_item_is_quoted_without_its_bullet() -> None:
+    text = "# Tickets\n\n- A single tram ticket costs EUR 2.10.\n- Trams do not run on Christmas Day."
+    found = closest_evidence(_blocks([text]), "How much does a single tram ticket cost?")
+    assert found[0].quote == "A single tram ticket costs EUR 2.10." and found[0].quote in text
+
+
+def test_a_refused_turn_shows_the_sentence_that_says_what_is_asked(tmp_path) -> None:
+    from cograg.models.llm import LLMTimeout
+    from cograg.testing import ScriptedLLM
+    from tests.test_answer import ask, make_engine
+
+    eng = make_engine(tmp_path)
+    try:
+        r = ask(eng, ScriptedLLM([LLMTimeout("t")] * 2), "How many arches does the Linden Bridge have?")
+        assert r.fallback and r.citations[0].quote == "It has seven arches."
+        assert "“It has seven arches.”" in r.answer and "# Linden Bridge" not in r.answer
+    finally:
+        eng.close()

@@ -207,6 +207,8 @@ MESSAGES: dict[str, dict[Lang, str]] = {
         "zh": "内部错误：{detail}（设置 COGRAG_DEBUG=1 查看详情）",
         "en": "internal error: {detail} (COGRAG_DEBUG=1 for details)",
     },
+    "web.event.SENTENCES_OVER_LIMIT": {"zh": "草稿超出句数上限，多出的句子未核实即删去",
+                                       "en": "Draft longer than the sentence limit: the extra sentences were cut"},
 }
 
 

@@ -1,6 +1,7 @@
 """One verified answer (SPEC C1–C5): retrieve → refuse/clarify → redact injections → generate
-under the citation contract → validate (C2) → regenerate once → verify claims (C3) → post-check
-for obeyed injections (C5) → the contract object, with a stored trace (F5).
+under the citation contract → validate (C2) → regenerate once → cut to `answer.max_sentences` →
+verify claims (C3) → post-check for obeyed injections (C5) → the contract object, with a stored
+trace (F5).
 
 The model proposes; every decision here — refusal, which ids and quotes survive, which sentences
 are delivered — is deterministic code.
@@ -15,11 +16,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
+from cograg.answer.budget import within_sentence_budget
 from cograg.answer.contract import (Citation, DraftAnswer, EvidenceFirstDraft, ValidatedAnswer, distinct_sentences,
                                     strip_markers, validate_draft, verbatim_draft_schema)
 from cograg.answer.described_entity import described_entity
 from cograg.answer.full_names import cited_block_texts, full_names
-from cograg.answer.injection import obeyed_injection, redact
+from cograg.answer.injection import obeyed_injection, redacted_blocks
+from cograg.answer.redaction import quotable_blocks
 from cograg.answer.refusal import closest_evidence, refusal
 from cograg.answer.response import (AnswerResponse, RemovedCounts, record_outcome, recording_verifier,
                                     withhold_quotes)
@@ -187,16 +190,10 @@ class Answerer:
 
         pack = pack_context(result.hits[:self.config.retrieve_hits], self.config.context_budget_tokens,
                             order=self.config.pack_order)
-        flagged: list[str] = []
-        clean_blocks: list[ContextBlock] = []
-        for b in pack.blocks:
-            scanned = redact(b.text)
-            for f in scanned.flags:
-                trace.injection_flags.append({"block": b.citation_id, "chunk_ids": b.chunk_ids, **f.model_dump()})
-                flagged.append(f.text)
-            clean_blocks.append(b.model_copy(update={
-                "text": scanned.text,
-                "chunk_texts": [redact(t).text for t in (b.chunk_texts or [b.text])]}))
+        clean_blocks, flags = redacted_blocks(pack.blocks)
+        trace.injection_flags += [{"block": b.citation_id, "chunk_ids": b.chunk_ids, **f.model_dump()}
+                                  for b, f in flags]
+        flagged = [f.text for _, f in flags]
         trace.context_blocks = [{"id": b.citation_id, "chunk_ids": b.chunk_ids, "source": b.source,
                                  "tokens": b.token_count} for b in clean_blocks]
         if flagged:
@@ -302,7 +299,8 @@ class Answerer:
         """The model's draft under the contract (C2), regenerated while attempts remain if it is not
         JSON for the contract or cites no valid block; the last draft, or why the model failed."""
         schema = self.draft_schema(evidence_first)
-        enforced = verbatim_draft_schema(blocks, schema) if self.config.verbatim_quotes else None
+        # the grammar offers the blocks' own text only: never the redaction placeholder (redaction.py)
+        enforced = verbatim_draft_schema(quotable_blocks(blocks), schema) if self.config.verbatim_quotes else None
         validated: ValidatedAnswer | None = None
         for attempt in range(attempts):
             number = first_number + attempt
@@ -318,7 +316,11 @@ class Answerer:
                     retry_reason = "it was not valid JSON for the contract"
                     continue
                 return f"model failed: {type(exc).__name__}"
-            validated = validate_draft(draft, blocks, question=q)
+            validated, over = within_sentence_budget(validate_draft(draft, blocks, question=q),
+                                                     self.config.max_sentences)
+            if over:  # cut before the verifier: it judges no more sentences than may be delivered
+                removed.over_limit_sentences += over
+                trace.event("SENTENCES_OVER_LIMIT", attempt=number, kept=self.config.max_sentences, dropped=over)
             for field in ("unmatched_quotes", "repaired_quotes", "markers_without_citation", "citations_without_marker",
                           "markers_inserted", "dropped_citations", "repointed_citations", "completed_citations"):
                 setattr(removed, field, getattr(removed, field) + getattr(validated.issues, field))

@@ -17,10 +17,13 @@ from dataclasses import dataclass
 from pydantic import BaseModel
 
 from cograg.answer.delivery import addressed_spans, delivery_objection
+from cograg.answer.redaction import REDACTED
 from cograg.prompts import fence_tag_pattern
+from cograg.retrieval.packing import ContextBlock
 from cograg.text import ngram_overlap, sentence_spans
 
-REDACTED = "[instruction-like text removed]"
+__all__ = ["REDACTED", "InjectionFlag", "ScanResult", "obeyed_injection", "redact", "redacted_blocks", "scan",
+           "untrusted_quote"]
 
 # Each pattern is an instruction aimed at the reader of the document, not a statement of fact.
 _PATTERNS: list[tuple[str, str]] = [
@@ -109,17 +112,34 @@ def scan(text: str) -> list[InjectionFlag]:
             for s, e, k in merged]
 
 
+_AT_PLACEHOLDER = re.compile(rf"[ \t]+(?={re.escape(REDACTED)})|(?<={re.escape(REDACTED)})[ \t]+")
+
+
 def redact(text: str) -> ScanResult:
+    """`text` with each flagged span replaced by REDACTED. The text between flagged spans stays
+    exactly as it stands (only the spaces at a placeholder become one): each part is then verbatim
+    text of the chunk, and a quote of it is one (`cograg.answer.redaction`)."""
     flags = scan(text)
     if not flags:
         return ScanResult(text, [])
-    out, pos = [], 0
-    for f in flags:
-        out.append(text[pos:f.start])
-        out.append(" " + REDACTED + " ")
-        pos = f.end
-    out.append(text[pos:])
-    return ScanResult(re.sub(r"[ \t]{2,}", " ", "".join(out)).strip(), flags)
+    bounds = zip([0, *(f.end for f in flags)], [*(f.start for f in flags), len(text)], strict=True)
+    kept = [text[a:b] for a, b in bounds]
+    joined = _AT_PLACEHOLDER.sub(" ", f" {REDACTED} ".join(kept))
+    return ScanResult(joined.strip(), flags)
+
+
+def redacted_blocks(blocks: list[ContextBlock]
+                    ) -> tuple[list[ContextBlock], list[tuple[ContextBlock, InjectionFlag]]]:
+    """The blocks as the model is shown them — their text and each chunk's text redacted — and the
+    flags found, each with the block it was found in."""
+    clean: list[ContextBlock] = []
+    flags: list[tuple[ContextBlock, InjectionFlag]] = []
+    for b in blocks:
+        scanned = redact(b.text)
+        flags += [(b, f) for f in scanned.flags]
+        clean.append(b.model_copy(update={"text": scanned.text,
+                                          "chunk_texts": [redact(t).text for t in b.chunk_texts or [b.text]]}))
+    return clean, flags
 
 
 def obeyed_injection(sentence: str, flagged: list[str], allowed_text: str, *, question: str | None = None,

@@ -22,6 +22,7 @@ from pydantic import BaseModel, Field
 from rapidfuzz import fuzz
 
 from cograg.answer.markers import quote_text
+from cograg.answer.redaction import PLACEHOLDER, holds_placeholder, quotable_texts
 from cograg.retrieval.packing import ContextBlock
 from cograg.text import LIST_ITEM, ngram_overlap, normalise_for_match, split_sentences
 
@@ -191,25 +192,47 @@ def locate_quote(quote: str, claim: str, block: ContextBlock) -> tuple[int, str,
     """(chunk index, delivered quote, outcome, similarity) for a cited block. Outcome: "exact" (the
     quote occurs in a chunk as given), "repaired" (it does not, and the chunk text that best
     matches it is at least QUOTE_REPAIR_MIN_SIMILARITY alike: that text is delivered instead),
-    "contained" (the quote holds chunk text that is at least QUOTE_CONTAINED_MIN_COVERAGE of it:
-    that text is delivered; the similarity is that share), "unmatched" (neither: the citation is
-    invalid, the quote empty) or "missing" (no quote given: the chunk sentence closest to the
+    "contained" (the quote holds chunk text that is at least QUOTE_CONTAINED_MIN_COVERAGE of it,
+    or it runs across a redaction placeholder and one part of it is chunk text: that text is
+    delivered; the similarity is its share of the quote), "unmatched" (none of these: the citation
+    is invalid, the quote empty) or "missing" (no quote given: the chunk sentence closest to the
     claim stands as the quote). A delivered quote is always a verbatim substring of that chunk's
-    text. Citation markers the model copied into its quote ("… arches [2].") are not part of the
-    source text and are ignored."""
-    texts = block.chunk_texts or [block.text]
+    stored text: it is placed in the parts of a redacted chunk between placeholders only
+    (`cograg.answer.redaction`). Citation markers the model copied into its quote ("… arches [2].")
+    are not part of the source text and are ignored."""
+    located = quotable_texts(block)
+    texts = [t for _, t in located]
     quote = quote_text(quote)
+    if holds_placeholder(quote):
+        return _locate_across_placeholder(quote, claim, block)
     if quote.strip():
         for i, t in enumerate(texts):
             if quote.strip() in t:
-                return i, quote.strip(), "exact", 1.0
+                return located[i][0], quote.strip(), "exact", 1.0
         best = _best_in_chunks(best_matching_span, quote, texts)
         if best is not None and best[2] >= QUOTE_REPAIR_MIN_SIMILARITY and best[1]:
-            return best[0], best[1], "repaired", round(best[2], 3)
+            return located[best[0]][0], best[1], "repaired", round(best[2], 3)
         held = _best_in_chunks(contained_span, quote, texts)
         if held is not None and held[2] >= QUOTE_CONTAINED_MIN_COVERAGE and held[1]:
-            return held[0], held[1], "contained", round(held[2], 3)
-        return (best[0] if best else 0), "", "unmatched", (round(best[2], 3) if best else None)
+            return located[held[0]][0], held[1], "contained", round(held[2], 3)
+        return (located[best[0]][0] if best else 0), "", "unmatched", (round(best[2], 3) if best else None)
+    if not texts:  # the whole chunk was instruction-like text: nothing of it can stand as a quote
+        return 0, "", "unmatched", None
     target = claim
     best_i = max(range(len(texts)), key=lambda i: ngram_overlap(target, best_sentence(target, texts[i])))
-    return best_i, best_sentence(target, texts[best_i]), "missing", None
+    return located[best_i][0], best_sentence(target, texts[best_i]), "missing", None
+
+
+def _locate_across_placeholder(quote: str, claim: str,
+                               block: ContextBlock) -> tuple[int, str, Outcome, float | None]:
+    """A quote copied from a redacted block with the placeholder in it: the placeholder is no text
+    of the chunk, and the parts around it are not next to each other there. Each part is placed on
+    its own; the one that shares most with the claim (then the longer) is delivered, cut to it."""
+    parts = [p.strip() for p in PLACEHOLDER.split(quote) if len(normalise_for_match(p)) >= 4]
+    placed = [found for found in (locate_quote(p, claim, block) for p in parts)
+              if found[2] not in ("unmatched", "missing") and found[1]]
+    if not placed:
+        return 0, "", "unmatched", None
+    idx, span, _, _ = max(placed, key=lambda f: (ngram_overlap(claim, f[1]), len(f[1])))
+    share = len(normalise_for_match(span)) / max(1, len(normalise_for_match(PLACEHOLDER.sub(" ", quote))))
+    return idx, span, "contained", round(min(1.0, share), 3)

@@ -17,6 +17,7 @@ class RemovedCounts(ContractIssues):
     injection_sentences: int = 0
     regenerations: int = 0
     rewrites: int = 0  # drafts written again after the verifier rejected every sentence
+    over_limit_sentences: int = 0  # draft sentences past `answer.max_sentences`, cut before verification
 
 
 class AnswerResponse(BaseModel):
