@@ -88,9 +88,12 @@ def _terms(text: str) -> frozenset[str]:
     return frozenset(analyze(text))
 
 
-def relevant_facts(question: str, facts: list[Fact], limit: int) -> list[Fact]:
+def relevant_facts(question: str, facts: list[Fact], limit: int,
+                   admit: Callable[[Fact], bool] | None = None) -> list[Fact]:
     """The facts sharing the most content terms with the question (at least one), ordered as
-    established (stable prompt order)."""
+    established (stable prompt order). `admit` is asked of the best candidates only, until
+    `limit` are admitted: a fact it refuses (its source is one the caller may not read) neither
+    enters the turn nor takes a readable fact's place."""
     if limit <= 0:
         return []
     terms = _terms(question)
@@ -104,7 +107,12 @@ def relevant_facts(question: str, facts: list[Fact], limit: int) -> list[Fact]:
         if overlap:
             scored.append((overlap, f.created_at, f.fact_id, f))
     scored.sort(key=lambda s: (-s[0], -s[1], s[2]))
-    chosen = [s[3] for s in scored[:limit]]
+    chosen: list[Fact] = []
+    for s in scored:
+        if len(chosen) >= limit:
+            break
+        if admit is None or admit(s[3]):
+            chosen.append(s[3])
     return sorted(chosen, key=lambda f: (f.created_at, f.fact_id))
 
 

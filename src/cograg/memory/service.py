@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 
 from cograg.answer.answerer import AnswerResponse
 from cograg.config import MemoryConfig
+from cograg.memory.access import FactSources, fact_sources
 from cograg.memory.context import LayeredContext, build_context, cache_key, normalise_query, relevant_facts
 from cograg.memory.followup import Rewrite, resolve_follow_up
 from cograg.memory.memorizer import (
@@ -46,7 +47,8 @@ class SessionTurn:
     """One question in a session: what memory contributes before the answer, and the write-back after."""
 
     def __init__(self, memory: SessionMemory, state: SessionState, question: str, *, rewrite: Rewrite | None,
-                 facts: list[Fact], context: LayeredContext, source_hit: Callable[[str], SearchHit | None],
+                 facts: list[Fact], context: LayeredContext,
+                 source_hit: Callable[[str], SearchHit | None] | FactSources,
                  cache_scope: dict[str, str], correction: str | None) -> None:
         self.memory = memory
         self.state = state
@@ -54,14 +56,16 @@ class SessionTurn:
         self.original = question
         self.rewrite = rewrite
         self.question = rewrite.rewritten if rewrite else question
-        self.facts = facts
+        self._sources = fact_sources(source_hit)
+        # what the caller may not see now is not this turn's: not in a prompt, a reply or the cache key
+        self.facts = [f for f in facts if self._sources.admits(f)]
         self.context = context
         self.correction = correction
-        self._source_hit = source_hit
         self._cache_scope = cache_scope
         self.bench = WorkingBench(question=question, resolved_question=self.question,
                                   rewrite=rewrite.model_dump() if rewrite else None,
-                                  recalled_fact_ids=[f.fact_id for f in facts], context_block_ids=context.block_ids,
+                                  recalled_fact_ids=[f.fact_id for f in self.facts],
+                                  context_block_ids=context.block_ids,
                                   context_tokens=context.tokens, problems=state.problems)
 
     @property
@@ -70,7 +74,9 @@ class SessionTurn:
         return self.rewrite is not None
 
     def document_facts(self) -> list[Fact]:
-        return [f for f in self.facts if f.kind == "document"]
+        """The recalled document facts the caller may see now (`access.FactSources`): the one
+        gate for the router's and the planner's facts, R0 and the fact passages of a search."""
+        return [f for f in self.facts if f.kind == "document" and self._sources.admits(f)]
 
     def prompt_facts(self) -> list[dict[str, Any]]:
         """The recalled facts as the planner and the router see them (`id`, `statement`)."""
@@ -78,10 +84,11 @@ class SessionTurn:
 
     def fact_hits(self) -> list[tuple[Fact, SearchHit]]:
         """Each recalled document fact with its source chunk as a hit annotated `fact:ID` (the
-        evidence a fact citation is verified against); facts whose chunk is gone are left out."""
+        evidence a fact citation is verified against); facts whose chunk is gone, or that the
+        caller may no longer see, are left out."""
         out: list[tuple[Fact, SearchHit]] = []
         for f in self.document_facts():
-            hit = self._source_hit(f.source_chunk_id or "")
+            hit = self._sources.hit(f)
             if hit is not None:
                 out.append((f, hit.model_copy(update={"annotations": [*hit.annotations, f"fact:{f.fact_id}"]})))
         return out
@@ -356,7 +363,9 @@ class SessionMemory:
         resolved = rewrite.rewritten if rewrite else question
         corrected = {f.corrects for f in state.facts if f.kind == "user_correction" and f.corrects}
         usable = [f for f in state.facts if f.fact_id not in corrected]  # a disputed fact is not recalled
-        facts = relevant_facts(resolved, usable, self.config.recall_facts)
+        # a fact from a document the caller may not read now is not recalled, nor takes a place
+        sources = FactSources(source_hit)
+        facts = relevant_facts(resolved, usable, self.config.recall_facts, admit=sources.admits)
         context = build_context(current_conclusions(state.session, state.facts), state.turns, facts,
                                 budget_tokens=self.config.context_budget_tokens,
                                 count_tokens=_count_tokens)
@@ -364,7 +373,7 @@ class SessionMemory:
         kept = {b.block_id.removeprefix("L3:") for b in context.blocks if b.layer == "L3"}
         facts = [f for f in facts if f.fact_id in kept]
         return SessionTurn(self, state, question, rewrite=rewrite, facts=facts, context=context,
-                           source_hit=source_hit, cache_scope=cache_scope, correction=correction)
+                           source_hit=sources, cache_scope=cache_scope, correction=correction)
 
 
 __all__ = ["Compaction", "SessionMemory", "SessionTurn", "cacheable"]
