@@ -26,6 +26,25 @@ MESSAGES: dict[str, dict[Lang, str]] = {
         "zh": "现有资料只能确定部分答案。{statements}未能确定：{missing}",
         "en": "The sources establish only part of the answer. {statements} Not established: {missing}",
     },
+    # how the partial reply names a part the plan could not establish (orchestrator/missing_parts.py)
+    "refusal.missing_about": {
+        "zh": "问题中关于{terms}的部分",
+        "en": "the part of the question about {terms}",
+    },
+    "refusal.missing_unnamed": {
+        "zh": "问题的一部分",
+        "en": "a part of the question",
+    },
+    # R3: the turn's token or time budget ran out before the answer was concluded (SPEC D4)
+    "refusal.budget_partial": {
+        "zh": "本次回答的预算已用完，未能得出完整答案。现有资料已确定的是：{statements}",
+        "en": "The budget for this question ran out before the answer was complete. What the sources "
+              "establish so far: {statements}",
+    },
+    "refusal.not_established": {
+        "zh": "未能确定：{missing}",
+        "en": "Not established: {missing}",
+    },
     "refusal.closest_source": {
         "zh": "现有资料不足以确定这个问题的答案。最相关的段落见所引来源 [1]。",
         "en": "The sources do not establish an answer to this question. The closest passage is in the cited source [1].",

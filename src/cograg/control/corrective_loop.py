@@ -90,16 +90,20 @@ class SelfCorrectiveLoop:
         self._below_floor = False  # the current attempt's search has a calibrated score under the floor
         self._start = 0.0
         self._deadline = 0.0
+        self._max_tokens = self.budget.max_total_tokens
 
     # -- public ---------------------------------------------------------------------
-    def run(self, question: str, *, deadline: float | None = None) -> SCRAGState:
-        """Run the loop for `question`. `deadline` (on `clock`) overrides `budget.max_wall_s` when earlier."""
+    def run(self, question: str, *, deadline: float | None = None, tokens_left: int | None = None) -> SCRAGState:
+        """Run the loop for `question`. `deadline` (on `clock`) overrides `budget.max_wall_s` when
+        earlier, `tokens_left` overrides `budget.max_total_tokens` when smaller: a fallback mode
+        runs on what its turn has left, not on a fresh budget."""
         if not question or not question.strip():
             raise ValueError("the question is empty")
         b = self.budget
         self._start = self.clock()
         own = self._start + b.max_wall_s
         self._deadline = own if deadline is None else min(own, deadline)
+        self._max_tokens = b.max_total_tokens if tokens_left is None else min(b.max_total_tokens, tokens_left)
         state = SCRAGState(original_query=question, current_query=question, top_k=b.grade_top_k,
                            similarity_threshold=self.similarity_threshold,
                            max_rewrite_attempts=b.max_rewrite_attempts,
@@ -342,8 +346,8 @@ class SelfCorrectiveLoop:
         if self.clock() >= self._deadline:
             raise _Stop("wall_budget", f"wall-time budget of {self._ms(self._deadline - self._start):.0f} ms spent")
         used = state.prompt_tokens + state.completion_tokens
-        if used >= self.budget.max_total_tokens:
-            raise _Stop("token_budget", f"{used} LLM tokens used of {self.budget.max_total_tokens}")
+        if used >= self._max_tokens:
+            raise _Stop("token_budget", f"{used} LLM tokens used of {self._max_tokens}")
 
     def _left(self) -> float:
         # model calls get at most the time left; a tiny floor keeps the timeout a valid positive number

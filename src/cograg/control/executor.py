@@ -16,9 +16,10 @@ Rules (the model proposed the plan; these decide how much of it runs):
 - a task whose dependency did not finish is `skipped`, with the reason;
 - the caller's cancel token stops everything: no new attempt, running attempts' tokens cancelled,
   the run returns at once (status `cancelled`);
-- token budget (sum of TaskResult.tokens) and wall budget (`max_wall_s`): once exceeded no new
-  attempt starts (status `budget_exceeded`); attempts running when the wall budget ends are
-  abandoned, attempts running when the token budget ends may finish.
+- token budget (sum of TaskResult.tokens) and wall budget (`max_wall_s`), each capped by what the
+  caller's turn has left (`tokens_left`, `deadline`): once exceeded no new attempt starts (status
+  `budget_exceeded`); attempts running when the wall budget ends are abandoned, attempts running
+  when the token budget ends may finish.
 
 Attempts run on daemon threads, one per attempt: an abandoned, hung runner keeps its thread but
 never blocks the run's return or interpreter exit (ThreadPoolExecutor joins its workers on both).
@@ -150,25 +151,47 @@ class DAGExecutor:
         except Exception:  # a broken progress listener must not break the plan
             log.exception("executor event listener failed on %s", name)
 
-    def run(self, plan: Plan, cancel: CancelToken | None = None) -> ExecutionReport:
+    def run(self, plan: Plan, cancel: CancelToken | None = None, *, tokens_left: int | None = None,
+            deadline: float | None = None) -> ExecutionReport:
+        """Run `plan`. A turn that spent tokens or time before the plan (routing, planning) passes
+        what is left: `tokens_left` caps `max_total_tokens`, `deadline` (time.monotonic) the
+        wall budget, whichever is smaller — the plan never gets a fresh budget of its own."""
         start = time.monotonic()
         try:
             plan = validate_plan(plan, self.budget)
         except PlanError as exc:
             return ExecutionReport(status="failed", reason=f"invalid plan: {exc.reason}",
                                    duration_ms=round((time.monotonic() - start) * 1000.0, 3))
-        return _Run(self, plan, cancel, start).execute()
+        limits = _Limits.of(self.budget, start, tokens_left, deadline)
+        return _Run(self, plan, cancel, start, limits).execute()
+
+
+@dataclass(frozen=True)
+class _Limits:
+    """The token and wall limits of one run, with the words its stop reason uses."""
+
+    tokens: int
+    deadline: float
+    wall_s: float
+
+    @staticmethod
+    def of(budget: ControlBudget, start: float, tokens_left: int | None, deadline: float | None) -> _Limits:
+        tokens = budget.max_total_tokens if tokens_left is None else max(min(budget.max_total_tokens, tokens_left), 0)
+        end = start + budget.max_wall_s if deadline is None else min(start + budget.max_wall_s, deadline)
+        return _Limits(tokens=tokens, deadline=end, wall_s=max(end - start, 0.0))
 
 
 class _Run:
     """The state of one `DAGExecutor.run`; all of it is touched by the scheduling thread only."""
 
-    def __init__(self, executor: DAGExecutor, plan: Plan, cancel: CancelToken | None, start: float) -> None:
+    def __init__(self, executor: DAGExecutor, plan: Plan, cancel: CancelToken | None, start: float,
+                 limits: _Limits) -> None:
         self.ex = executor
         self.budget = executor.budget
         self.cancel = cancel
         self.start = start
-        self.wall_deadline = start + self.budget.max_wall_s
+        self.limits = limits
+        self.wall_deadline = limits.deadline
         self.order = topological_order(plan)
         self.sinks = sink_ids(plan)
         self.nodes = {t.id: _Node(t) for t in plan.sub_tasks}
@@ -303,14 +326,15 @@ class _Run:
                 self._abandon_all("cancelled", "cancelled", f"run cancelled ({self.cancel.reason})")
                 break
             if now >= self.wall_deadline:
-                self.stop_reason = f"wall budget of {self.budget.max_wall_s:g} s exceeded"
+                self.stop_reason = f"wall budget of {self.limits.wall_s:.3g} s exceeded"
                 self._abandon_all("timeout", "skipped", self.stop_reason)
                 break
             self._check_timeouts(now)
             self._skip_blocked()
-            if self.stop_reason is None and self.tokens >= self.budget.max_total_tokens:
-                self.stop_reason = (f"token budget of {self.budget.max_total_tokens} exceeded "
-                                    f"({self.tokens} used)")
+            if self.stop_reason is None and self.tokens >= self.limits.tokens:
+                self.stop_reason = f"token budget of {self.limits.tokens} exceeded ({self.tokens} used)"
+                if self.limits.tokens < self.budget.max_total_tokens:  # the caller's turn spent the rest
+                    self.stop_reason += f"; the turn had {self.limits.tokens} of {self.budget.max_total_tokens} left"
             if self.stop_reason is None:
                 self._start_ready()
                 self._skip_blocked()  # a node failed for want of a runner blocks its dependents now

@@ -101,6 +101,9 @@ class Orchestrator:
             if turn.cancel.cancelled:
                 raise ModeFailed(f"cancelled: {turn.cancel.reason}")
             resp = self._serve_cached(turn) or self._mode_step(mode, turn, decision, answerer, facts)
+            if turn.cancel.cancelled and not turn.machine.finished:
+                # stopped while the mode worked: no one reads its answer, and the turn ends CANCELLED
+                raise ModeFailed(f"cancelled: {turn.cancel.reason}")
         except ModeFailed as exc:
             turn.modes_tried.append({"mode": mode, "ok": False, "reason": str(exc)[:300]})
             turn.failure = str(exc)
@@ -112,14 +115,14 @@ class Orchestrator:
         return resp
 
     def _fall_back(self, turn: Turn) -> AnswerResponse | None:
-        """The next mode of the chain — or, when there is none, the turn is cancelled or its time
-        budget is spent, the clarifying reply that ends every chain."""
+        """The next mode of the chain — or, when there is none, the turn is cancelled or its token
+        or time budget is spent, the clarifying reply that ends every chain."""
         reason = turn.failure
         nxt = turn.machine.fallback_mode()
-        budget = turn.options.budget.max_wall_s
-        if nxt is not None and turn.elapsed_s > budget:
-            reason = f"{reason}; the turn's time budget ({budget:g} s) is used up"
-            nxt = None  # the whole turn, fallbacks included, stays within the wall budget
+        spent = turn.budget_spent()
+        if nxt is not None and spent is not None:
+            reason = f"{spent}; {reason}"  # the budget first: it is why the chain ends here
+            nxt = None  # the whole turn, fallbacks included, stays within its budgets
         if turn.cancel.cancelled:
             turn.event("CANCELLED", reason=reason[:300])
         if turn.cancel.cancelled or nxt is None:
@@ -274,7 +277,8 @@ class Orchestrator:
                                   budget=turn.options.budget, generate=generate,
                                   on_event=lambda name, data: turn.event(name, **data), cancel=turn.cancel,
                                   evidence_ok=evidence_ok, refused=lambda resp: bool(resp.fallback))
-        state = guard(lambda: loop.run(q), "R2")
+        # R2 as a fallback runs on what the turn has left of its time and tokens
+        state = guard(lambda: loop.run(q, deadline=turn.deadline, tokens_left=turn.tokens_left), "R2")
         trace.loop = state.model_dump(mode="json", exclude={"retrieved_documents", "filtered_documents",
                                                              "generation_result"})
         trace.loop["filtered_chunk_ids"] = [h.chunk_id for h in state.filtered_documents]

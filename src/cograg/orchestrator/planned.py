@@ -13,8 +13,9 @@ from cograg.answer.verifier import ClaimCheck
 from cograg.trace import RecordingLLM
 from cograg.control.models import Plan, TaskResult
 from cograg.messages import message
+from cograg.orchestrator.missing_parts import missing_text
 from cograg.orchestrator.plan_tasks import PlanTaskRunners
-from cograg.orchestrator.turn import ModeFailed, Turn, guard
+from cograg.orchestrator.turn import BudgetedLLM, ModeFailed, Turn, guard
 
 
 class PlannedMode:
@@ -29,12 +30,16 @@ class PlannedMode:
         self.chunk_text = chunk_text
         self.timeout_s = turn.options.answer.llm_timeout_s
         self.status = ""  # the executor's report status, once it ran
+        self.template: str | None = None  # the template that planned the turn: then no model wrote the plan
 
     def run(self, facts: list[dict[str, Any]]) -> AnswerResponse:
         plan = self.make_plan(facts)
+        self.stop_if_cancelled()
         tasks = PlanTaskRunners(question=self.turn.question, answerer=self.answerer, llm=self.llm, judge=self.judge,
-                                trace=self.trace, evidence=self.turn.evidence, llm_timeout_s=self.timeout_s)
+                                trace=self.trace, evidence=self.turn.evidence,
+                                llm_timeout_s=self.turn.timeout_s(self.timeout_s))
         results = self.execute(plan, tasks)
+        self.stop_if_cancelled()  # what the tasks found before the stop is no one's answer
         conflicts = [c for r in results.values() for c in r.conflicts]
         final = None if conflicts else final_task(plan, results, self.turn.question)
         if final is not None:
@@ -43,12 +48,30 @@ class PlannedMode:
         decided = self.check_one_side(plan, results, tasks) if missing else None
         if decided is not None:
             return decided
-        if missing:
-            return self.partial_answer(results, missing)
+        if missing:  # the reply says why: a budget that stopped the plan, or look-ups that found nothing
+            return self.partial_answer(results, missing, spent=self.budget_spent())
+        spent = None if conflicts else self.budget_spent()
+        if spent is not None:  # no synthesis call past the turn's budget: what is verified, and why no more
+            return self.partial_answer(results, [r for r in results.values() if r.status != "done"], spent=spent)
         synthesizer = self.synthesizer()
         if conflicts:
             return self.conflict_answer(results, conflicts, synthesizer)
-        return self.synthesize(plan, results, synthesizer)
+        answer = self.synthesize(plan, results, synthesizer)
+        self.stop_if_cancelled()  # stopped during the synthesis call: nothing is delivered
+        return answer
+
+    def stop_if_cancelled(self) -> None:
+        """ModeFailed once the turn is cancelled: no further model call, no answer delivered (the
+        orchestrator ends the turn CANCELLED)."""
+        if self.turn.cancel.cancelled:
+            raise ModeFailed(f"R3: cancelled ({self.turn.cancel.reason})")
+
+    def budget_spent(self) -> str | None:
+        """Why no further model call fits: the plan stopped on a budget, or the turn's one token
+        account or wall budget (planner, tasks, synthesis, fallbacks together) is spent."""
+        if self.status == "budget_exceeded":
+            return self.trace.plan.get("report", {}).get("reason") or "the plan's budget is used up"
+        return self.turn.budget_spent()
 
     # ------------------------------------------------------------------ steps
     def make_plan(self, facts: list[dict[str, Any]]) -> Plan:
@@ -56,9 +79,11 @@ class PlannedMode:
         from cograg.control.planner import Planner
 
         budget = self.turn.options.budget
-        planner = Planner(RecordingLLM(self.llm, self.trace, purpose="plan", role="plan"), budget, timeout_s=self.timeout_s,
-                          templates=budget.plan_templates)
+        # budgeted: no repair call once the first one spent the turn's tokens
+        llm = BudgetedLLM(RecordingLLM(self.llm, self.trace, purpose="plan", role="plan"), self.turn)
+        planner = Planner(llm, budget, timeout_s=self.turn.timeout_s(self.timeout_s), templates=budget.plan_templates)
         outcome = guard(lambda: planner.plan(self.turn.question, facts), "R3")
+        self.template = outcome.template
         if outcome.template is None:  # a template plan used no prompt
             self.trace.prompt_versions[planner.prompt.name] = planner.prompt.version
         self.trace.plan = {"outcome": outcome.model_dump(mode="json", exclude={"plan"})}
@@ -75,7 +100,8 @@ class PlannedMode:
 
         executor = DAGExecutor(tasks.runners(), self.turn.options.budget,
                                on_event=lambda name, data: self.turn.event(name, **data))
-        report = executor.run(plan, self.turn.cancel)
+        # the plan runs on what the turn has left: planning (and routing) spent tokens and time already
+        report = executor.run(plan, self.turn.cancel, tokens_left=self.turn.tokens_left, deadline=self.turn.deadline)
         results: dict[int, TaskResult] = dict(report.results)
         deps = {s.id: s.dependencies for s in plan.sub_tasks}
         self.trace.plan["report"] = report.model_dump(mode="json", exclude={"results"})
@@ -94,9 +120,11 @@ class PlannedMode:
     def synthesizer(self) -> Any:
         from cograg.control.synthesizer import Synthesizer
 
-        synthesizer = Synthesizer(RecordingLLM(self.llm, self.trace, purpose="synthesize", role="synthesize"),
+        synthesizer = Synthesizer(BudgetedLLM(RecordingLLM(self.llm, self.trace, purpose="synthesize",
+                                                           role="synthesize"), self.turn),
                                   recording_verifier(self.answerer.verifier, self.trace), chunk_text=self.chunk_text,
-                                  max_sentences=self.turn.options.answer.max_sentences, timeout_s=self.timeout_s)
+                                  max_sentences=self.turn.options.answer.max_sentences,
+                                  timeout_s=self.turn.timeout_s(self.timeout_s))
         self.trace.prompt_versions[synthesizer.prompt.name] = synthesizer.prompt.version
         return synthesizer
 
@@ -154,8 +182,8 @@ class PlannedMode:
         skipped = results.get(last.id)
         if last.kind != "check" or skipped is None or skipped.status != "skipped":
             return None
-        if self.status in ("budget_exceeded", "cancelled") or self.turn.cancel.cancelled:
-            return None  # no judge call past the plan's budget or after a stop
+        if self.budget_spent() is not None or self.turn.cancel.cancelled:
+            return None  # no judge call past the turn's budget or after a stop
         decided = tasks.check(last, [results[d] for d in last.dependencies if d in results], self.turn.cancel)
         tasks.merge_sub_traces(only=last.id)  # the check's verdicts, in the turn's trace
         self.trace.plan["one_side_check"] = {"task": last.id, "status": decided.status, "error": decided.error}
@@ -171,15 +199,17 @@ class PlannedMode:
                               grounded=True, route="MULTI_HOP", trace_id=self.trace.trace_id, claims=decided.claims,
                               notes=[f"tasks without a verified result: {incomplete}; one side decided the check"])
 
-    def partial_answer(self, results: dict[int, TaskResult], missing: list[TaskResult]) -> AnswerResponse:
+    def partial_answer(self, results: dict[int, TaskResult], missing: list[TaskResult], *,
+                       spent: str | None = None) -> AnswerResponse:
         """Some look-ups established nothing verifiable, so the question cannot be concluded: no
         synthesis (from half the facts it would conclude anyway, e.g. "Yes" to "are both …?" when
         one side is unknown). The reply says so, gives what the other tasks established, each
         statement as verified in its task, and names what is missing (C4): a refusal that keeps
-        the verified part. No model call."""
+        the verified part. No model call. `spent`: the turn's budget ran out before a synthesis
+        (the reply says that instead). What is missing is named by the system, never in the
+        planner's words unchecked (`missing_parts`)."""
         from cograg.control.synthesizer import CitationNumbering
 
-        zh = self.turn.lang == "zh"
         numbering = CitationNumbering()
         parts: list[str] = []
         claims: list[ClaimCheck] = []
@@ -197,18 +227,32 @@ class PlannedMode:
                 claims.append(claim)
         self.turn.event("EXECUTION_DONE", status=self.status, done=len(_done(results)), total=len(results))
         self.trace.plan["synthesis"] = {"method": "partial", "missing": [r.id for r in missing]}
+        if spent is not None:
+            self.trace.plan["synthesis"]["budget"] = spent
         if not parts:
             raise ModeFailed("R3: tasks " + ", ".join(str(r.id) for r in missing) + " established nothing, "
-                             "and no other task a verified statement")
-        asked = ("；" if zh else " ").join(r.description.strip() for r in missing)
-        text = message("refusal.partial", "zh" if zh else "en", statements=("" if zh else " ").join(parts),
-                       missing=asked)
-        reason = f"look-ups or checks without a verified result: {[r.id for r in missing]}"
+                             "and no other task a verified statement" + (f"; {spent}" if spent else ""))
+        text = self.partial_text(parts, missing, spent)
+        ids = [r.id for r in missing]
+        reason = (f"look-ups or checks without a verified result: {ids}" if spent is None
+                  else f"no synthesis: {spent}; tasks without a verified result: {ids}")
         self.trace.outcome = {"fallback": True, "reason": reason}
         self.turn.event("REFUSED", reason=reason)
         return AnswerResponse(answer=text, citations=numbering.cited_by(claims), fallback=True,
                               confidence=0.0, grounded=True, route="MULTI_HOP", trace_id=self.trace.trace_id,
                               claims=claims, notes=[reason])
+
+    def partial_text(self, parts: list[str], missing: list[TaskResult], spent: str | None) -> str:
+        """The partial reply's words: what was verified, then what is missing, named by the system."""
+        lang = "zh" if self.turn.lang == "zh" else "en"
+        statements = ("" if lang == "zh" else " ").join(parts)
+        named = missing_text([r.description for r in sorted(missing, key=lambda r: r.id)], self.turn.question, lang,
+                             trusted=self.template is not None) if missing else ""
+        if spent is None:
+            return message("refusal.partial", lang, statements=statements, missing=named)
+        text = message("refusal.budget_partial", lang, statements=statements)
+        return text + ("" if not named else ("" if lang == "zh" else " ")
+                       + message("refusal.not_established", lang, missing=named))
 
     def conflict_answer(self, results: dict[int, TaskResult], conflicts: list[dict[str, Any]],
                         synthesizer: Any) -> AnswerResponse:

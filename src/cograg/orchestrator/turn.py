@@ -54,6 +54,37 @@ def guard(fn: Callable[[], T], mode: str) -> T:
         raise ModeFailed(f"{mode}: {type(exc).__name__}: {exc}") from exc
 
 
+class BudgetedLLM:
+    """A model handle that makes no call once its turn's token account is spent: ModelError
+    instead, which the caller handles as any failed call (the planner skips its repair, the
+    synthesizer falls back to the task statements). The account is checked before each call; a
+    call that starts within the budget may end past it."""
+
+    def __init__(self, llm: Any, turn: Turn) -> None:
+        self.llm = llm
+        self.turn = turn
+
+    def _check(self) -> None:
+        from cograg.models import ModelError
+
+        spent = self.turn.budget_spent()
+        if spent is not None:
+            raise ModelError(f"no model call: {spent}")
+
+    def chat(self, messages: list[Any], **kw: Any) -> Any:
+        self._check()
+        return self.llm.chat(messages, **kw)
+
+    def chat_json(self, messages: list[Any], schema: Any, **kw: Any) -> Any:
+        self._check()
+        return self.llm.chat_json(messages, schema, **kw)
+
+    def __getattr__(self, name: str) -> Any:  # name, count_tokens, prompt …: the wrapped model's
+        if name.startswith("__") or name in ("llm", "turn"):
+            raise AttributeError(name)  # not half-built (copy, pickle): no recursion into self.llm
+        return getattr(self.llm, name)
+
+
 class TurnEvidence:
     """Every hit one turn has seen (reason tasks cite their inputs' chunks) and the turn's best
     calibrated evidence score (R2 keeps the refusal floor over all its searches)."""
@@ -93,6 +124,9 @@ class Turn:
         self.trace = Trace(question=question)
         self.machine = TurnStateMachine()
         self.started = time.perf_counter()
+        # the turn's one wall budget, on the clock the executor and the corrective loop use: every
+        # mode and fallback gets what is left of it, never a fresh max_wall_s
+        self.deadline = time.monotonic() + options.budget.max_wall_s
         self.modes_tried: list[dict[str, Any]] = []
         self.failure = ""  # why the last mode failed (the fallback step reports it)
         self.session: Any = None  # the conversation memory's SessionTurn, when the turn is in a session
@@ -118,10 +152,37 @@ class Turn:
         return time.perf_counter() - self.started
 
     @property
+    def wall_left_s(self) -> float:
+        return self.deadline - time.monotonic()
+
+    @property
+    def tokens_used(self) -> int:
+        """Model tokens the turn has spent so far: every call recorded in its trace (routing,
+        planner, plan tasks once merged, synthesis, every fallback mode), one account (SPEC D4)."""
+        return sum(c.prompt_tokens + c.completion_tokens for c in list(self.trace.model_calls))
+
+    @property
+    def tokens_left(self) -> int:
+        return self.options.budget.max_total_tokens - self.tokens_used
+
+    def budget_spent(self) -> str | None:
+        """Why no further model call fits the turn's budgets (tokens, wall time), or None."""
+        budget = self.options.budget
+        if self.tokens_left <= 0:
+            return f"the turn's token budget ({budget.max_total_tokens}) is used up ({self.tokens_used} used)"
+        if self.wall_left_s <= 0:
+            return f"the turn's time budget ({budget.max_wall_s:g} s) is used up"
+        return None
+
+    def timeout_s(self, llm_timeout_s: float) -> float:
+        """A model call's timeout: the configured one, or less when the turn's wall budget ends sooner."""
+        return max(min(llm_timeout_s, self.wall_left_s), 0.001)
+
+    @property
     def lang(self) -> str:
         from cograg.text import language_of
 
         return language_of(self.question)
 
 
-__all__ = ["ModeFailed", "Turn", "TurnEvidence", "TurnOptions", "guard"]
+__all__ = ["BudgetedLLM", "ModeFailed", "Turn", "TurnEvidence", "TurnOptions", "guard"]
