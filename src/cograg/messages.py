@@ -45,6 +45,17 @@ MESSAGES: dict[str, dict[Lang, str]] = {
         "zh": "未能确定：{missing}",
         "en": "Not established: {missing}",
     },
+    # R1's model failed while drafting (timeout, connection): nothing was verified, and the sources
+    # are not to blame
+    "refusal.model_failed": {
+        "zh": "这次没能生成可核实的答案（{reason}），请稍后再试。",
+        "en": "No verified answer could be written this time ({reason}). Please try again.",
+    },
+    "refusal.model_failed_evidence": {
+        "zh": "这次没能生成可核实的答案（{reason}），请稍后再试。找到的最相关段落：“{quote}” [1]",
+        "en": "No verified answer could be written this time ({reason}). Please try again. The closest "
+              "passage found: “{quote}” [1]",
+    },
     "refusal.closest_source": {
         "zh": "现有资料不足以确定这个问题的答案。最相关的段落见所引来源 [1]。",
         "en": "The sources do not establish an answer to this question. The closest passage is in the cited source [1].",
@@ -99,6 +110,13 @@ MESSAGES: dict[str, dict[Lang, str]] = {
         "zh": "问题不够明确",
         "en": "the question is ambiguous",
     },
+    # why a turn whose modes all failed ends without an answer (orchestrator/turn.py failure_reason);
+    # the technical detail stays in the reply's notes and the trace
+    "reason.cancelled": {"zh": "问题已被中止", "en": "the question was stopped"},
+    "reason.budget_spent": {"zh": "这个问题的时间或 token 预算已用完", "en": "the time or token budget for this question ran out"},
+    "reason.model_timeout": {"zh": "模型响应超时", "en": "the model took too long to reply"},
+    "reason.store_failed": {"zh": "文档库读取失败", "en": "the document store could not be read"},
+    "reason.model_failed": {"zh": "模型调用失败", "en": "the model could not be used"},
     # conversation memory (SPEC E6): a user correction is recorded as the user's statement
     "memory.correction_recorded": {
         "zh": "已记下您的更正：“{statement}”。它作为您的陈述保存，不会当作文档中的事实引用。",
@@ -239,4 +257,21 @@ def message(key: str, lang: Lang | str = "en", **fields: object) -> str:
     return template.format(**fields)
 
 
-__all__ = ["LANGS", "MESSAGES", "Lang", "message"]
+def failure_reason(detail: str, lang: Lang | str = "en") -> str:
+    """Why a turn failed, as a user reads it, from the technical `detail` the orchestrator records
+    ("R1: LLMTimeout: …", "cancelled: …", "the turn's time budget … is used up"): the detail itself
+    is for the notes and the trace, not the reply."""
+    if detail.startswith("cancelled") or "; cancelled:" in detail:
+        key = "reason.cancelled"
+    elif "budget" in detail:
+        key = "reason.budget_spent"
+    elif "Timeout" in detail or "timed out" in detail:
+        key = "reason.model_timeout"
+    elif "StoreError" in detail:
+        key = "reason.store_failed"
+    else:
+        key = "reason.model_failed"
+    return message(key, lang)
+
+
+__all__ = ["LANGS", "MESSAGES", "Lang", "failure_reason", "message"]

@@ -23,12 +23,12 @@ from cograg.answer.described_entity import described_entity
 from cograg.answer.full_names import cited_block_texts, full_names
 from cograg.answer.injection import obeyed_injection, redacted_blocks
 from cograg.answer.redaction import quotable_blocks
-from cograg.answer.refusal import closest_evidence, refusal
+from cograg.answer.refusal import MODEL_FAILED, closest_evidence, refusal
 from cograg.answer.response import (AnswerResponse, RemovedCounts, record_outcome, recording_verifier,
                                     withhold_quotes)
 from cograg.answer.verifier import ClaimCheck, VerificationResult, Verifier
 from cograg.config import AnswerConfig, VerificationConfig
-from cograg.models import ModelError
+from cograg.models import LLMOutputError, ModelError
 from cograg.prompts import load_prompt
 from cograg.questions import QuestionError, checked_question, expects_number, has_number, needs_clarification
 from cograg.retrieval.hops import with_follow_up
@@ -309,13 +309,15 @@ class Answerer:
                                          max_tokens=self.config.max_answer_tokens, timeout_s=self.config.llm_timeout_s,
                                          enforced_schema=enforced)
                 draft = reply.draft() if isinstance(reply, EvidenceFirstDraft) else reply
-            except ModelError as exc:
+            except (ModelError, TimeoutError, OSError) as exc:  # OSError: a plugged-in backend's connection
                 trace.event("MODEL_ERROR", error=f"{type(exc).__name__}: {exc}"[:300])
-                if attempt + 1 < attempts:
+                # only an answer that did not fit the contract is asked for again: a timeout or a
+                # lost connection would spend the time again on the same failure
+                if attempt + 1 < attempts and isinstance(exc, LLMOutputError):
                     removed.regenerations += 1
                     retry_reason = "it was not valid JSON for the contract"
                     continue
-                return f"model failed: {type(exc).__name__}"
+                return f"{MODEL_FAILED}: {type(exc).__name__}"
             validated, over = within_sentence_budget(validate_draft(draft, blocks, question=q),
                                                      self.config.max_sentences)
             if over:  # cut before the verifier: it judges no more sentences than may be delivered

@@ -16,11 +16,14 @@ from cograg.answer.injection import untrusted_quote
 from cograg.answer.redaction import quotable_texts
 from cograg.answer.response import AnswerResponse
 from cograg.answer.subject import content_words, question_entities
-from cograg.messages import message
+from cograg.messages import failure_reason, message
 from cograg.retrieval.models import SearchResult
 from cograg.retrieval.packing import ContextBlock
 from cograg.text import LIST_ITEM, ends_as_a_sentence, is_chinese, ngram_overlap, sentence_spans
 from cograg.trace import Trace
+
+MODEL_FAILED = "model failed"  # how the answerer's reason begins when no draft came from the model
+
 
 def refusal(question: str, trace: Trace, result: SearchResult | None, reason: str, route: str = "REFUSED",
             evidence: list[Citation] | None = None) -> AnswerResponse:
@@ -28,16 +31,22 @@ def refusal(question: str, trace: Trace, result: SearchResult | None, reason: st
     first of `evidence` that passes the injection check is shown as the closest evidence."""
     lang = "zh" if is_chinese(question) else "en"
     evidence = [c for c in evidence or [] if c.quote and not untrusted_quote(c.quote)]
+    # the model failing (a timeout, a lost connection) says nothing about the sources: the reply
+    # must not say that they do not establish an answer
+    failed = failure_reason(reason, lang) if reason.startswith(MODEL_FAILED) else None
     if evidence:
         best = evidence[0].model_copy(update={"id": "1"})
         if result is not None and best.chunk_id in result.hidden_chunk_ids():
-            text = message("refusal.closest_source", lang)
+            text = message("refusal.model_failed", lang, reason=failed) if failed else \
+                message("refusal.closest_source", lang)
             best = best.model_copy(update={"quote": ""})
+        elif failed:
+            text = message("refusal.model_failed_evidence", lang, reason=failed, quote=best.quote)
         else:
             text = message("refusal.closest_evidence", lang, quote=best.quote)
         evidence = [best]
     else:
-        text = message("refusal.no_evidence", lang)
+        text = message("refusal.model_failed", lang, reason=failed) if failed else message("refusal.no_evidence", lang)
     trace.outcome = {"fallback": True, "reason": reason}
     trace.event("REFUSED", reason=reason)
     return AnswerResponse(answer=text, citations=evidence, fallback=True, confidence=0.0, grounded=False,

@@ -18,7 +18,7 @@ from cograg.answer.contract import Citation
 from cograg.trace import RecordingLLM, Trace
 from cograg.config import AnswerConfig
 from cograg.control.models import ROUTE_OF_MODE, CancelToken, RouteDecision
-from cograg.messages import message
+from cograg.messages import failure_reason, message
 from cograg.orchestrator.events import EventBus
 from cograg.orchestrator.plan_tasks import find_conflicts
 from cograg.orchestrator.planned import PlannedMode
@@ -206,8 +206,8 @@ class Orchestrator:
                    facts: list[dict[str, Any]]) -> AnswerResponse:
         if mode == "R5_BLOCK":
             return self._blocked(turn, decision)
-        if mode == "R4_CLARIFY":
-            return self._clarify(turn, decision)
+        if mode == "R4_CLARIFY":  # chosen, it asks back; reached by falling back, it says what failed
+            return self._cannot(turn, turn.failure) if turn.failure else self._clarify(turn, decision)
         if mode == "R0_DIRECT_WRITE":
             if turn.session is not None and turn.session.correction:
                 return self._correction_noted(turn)
@@ -342,7 +342,7 @@ class Orchestrator:
     @staticmethod
     def _cannot(turn: Turn, reason: str) -> AnswerResponse:
         """The end of the fallback chain (R4): a clarification request, never an error page."""
-        text = message("reply.cannot_answer", turn.lang, reason=reason[:160])
+        text = message("reply.cannot_answer", turn.lang, reason=failure_reason(reason, turn.lang))
         turn.event("REQUESTING_CLARIFICATION", question=text)
         return AnswerResponse(answer=text, fallback=True, confidence=0.0, grounded=False, route="CLARIFY",
                               trace_id=turn.trace.trace_id, clarification=text, notes=[reason[:300]])

@@ -44,13 +44,15 @@ class ModeFailed(Exception):
 
 
 def guard(fn: Callable[[], T], mode: str) -> T:
-    """Run one stage; a model, store or timeout error makes the mode fail (→ fallback)."""
+    """Run one stage; a model, store, timeout or connection error makes the mode fail (→ fallback).
+    OSError covers a pluggable backend's own network failure (ConnectionError, socket errors) that
+    it did not wrap in ModelError: the turn falls back instead of raising out of Engine.ask."""
     from cograg.errors import CogragError
     from cograg.models import ModelError
 
     try:
         return fn()
-    except (ModelError, CogragError, TimeoutError) as exc:
+    except (ModelError, CogragError, TimeoutError, OSError) as exc:
         raise ModeFailed(f"{mode}: {type(exc).__name__}: {exc}") from exc
 
 
