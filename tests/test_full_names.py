@@ -95,3 +95,41 @@ def test_switched_off_the_name_is_delivered_as_the_model_wrote_it(eng: Engine) -
     r = ask(eng, ScriptedLLM([SHORT]), DESIGNED, config=OPEN.model_copy(update={"full_names": False}))
     assert r.answer == "Tobias Marrick designed the Linden Bridge and two canals [1]."
     assert not [e for e in eng.trace(r.trace_id)["events"] if e["name"] == "NAME_WRITTEN_IN_FULL"]
+
+
+@pytest.mark.parametrize(("sentence", "text"), [
+    # the cited text names two bridges: the verified sentence is about the one it calls short
+    ("The Linden Bridge was designed by Tobias Marrick [1].",
+     "The Linden Bridge was designed by Tobias Marrick. The Linden Railway Bridge was designed by Anna Kovacs in 1902."),
+    # and two people: the founder, and his son with a middle name
+    ("Smith Ltd was founded by John Smith in 1950 [1].",
+     "John Smith founded Smith Ltd in 1950. His son John Adam Smith sold Smith Ltd in 1990."),
+    ("Gerald McRaney starred in it [1].", "Gerald Lee McRaney was born in 1947. His father, Gerald McRaney, was a farmer."),
+    # the short form after a lower-case "the"
+    ("The Linden Bridge was designed by Tobias Marrick [1].",
+     "The Linden Railway Bridge was designed by Anna Kovacs, and the Linden Bridge by Tobias Marrick."),
+])
+def test_a_longer_form_is_not_written_where_the_cited_text_also_uses_the_short_one(sentence: str, text: str) -> None:
+    out, written = full_names([sentence], [[text]])
+    assert out == [sentence] and written == []
+
+
+def test_a_short_form_on_its_own_in_another_cited_chunk_keeps_the_name_as_verified() -> None:
+    out, written = full_names(["Sandra Oh starred [1]."], [[OH, "Sandra Oh is a Korean name; Sandra Oh Lee sings."]])
+    assert out == ["Sandra Oh starred [1]."] and written == []
+
+
+TWO_BRIDGES = {"bridges.md": "# Bridges of Linden\n\nThe Linden Bridge was designed by Tobias Marrick. "
+                             "The Linden Railway Bridge was designed by Anna Kovacs in 1902.\n"}
+
+
+def test_the_delivered_sentence_names_the_bridge_the_verified_one_names(tmp_path: Path) -> None:
+    e = make_engine(tmp_path, TWO_BRIDGES)
+    reply = answering("The Linden Bridge was designed by Tobias Marrick [{n}].", "Tobias Marrick",
+                      "The Linden Bridge was designed by Tobias Marrick.")
+    r = ask(e, ScriptedLLM([reply]), "Who designed the Linden Bridge?")
+    assert not r.fallback
+    assert r.answer == "The Linden Bridge was designed by Tobias Marrick [1]."
+    assert [c.sentence for c in r.claims if c.kept] == [r.answer]
+    assert not [ev for ev in e.trace(r.trace_id)["events"] if ev["name"] == "NAME_WRITTEN_IN_FULL"]
+    e.close()

@@ -122,7 +122,8 @@ def test_with_batch_on_all_claims_of_an_answer_are_judged_in_one_call():
     llm = BatchLLM()
     v = Verifier(LLMJudge(llm), batch=True)
     ev = {"1": "The Linden Bridge was designed by Tobias Marrick.", "2": "The bridge has seven arches and two towers."}
-    answer = "Marrick designed the bridge [1]. The bridge has nine towers [2]. Two towers and seven arches [2]."
+    # the judge's "no" is on words ("iron"): a wrong count ("nine towers") is the numbers check's
+    answer = "Marrick designed the bridge [1]. The bridge has iron towers [2]. Two towers and seven arches [2]."
     r = v.verify(answer, [_cite("1", "designed by Tobias Marrick"), _cite("2", "seven arches")], ev, question="q?")
     assert llm.calls == 1
     assert [c.kept for c in r.claims] == [True, False, True]
@@ -135,7 +136,8 @@ def test_by_default_each_claim_is_judged_on_its_own():
     so batching is a setting (`verification.judge_batch`), off by default."""
     llm = BatchLLM()
     ev = {"1": "The Linden Bridge was designed by Tobias Marrick.", "2": "The bridge has seven arches and two towers."}
-    answer = "Marrick designed the bridge [1]. The bridge has nine towers [2]. Two towers and seven arches [2]."
+    # the judge's "no" is on words ("iron"): a wrong count ("nine towers") is the numbers check's
+    answer = "Marrick designed the bridge [1]. The bridge has iron towers [2]. Two towers and seven arches [2]."
     r = Verifier(LLMJudge(llm)).verify(answer, [_cite("1", "designed by Tobias Marrick"), _cite("2", "seven arches")],
                                        ev, question="q?")
     assert (llm.calls, llm.single_calls) == (3, 3)

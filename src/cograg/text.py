@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from functools import lru_cache
-from typing import Literal
+from typing import Literal, NamedTuple
 
 CJK_RANGE = "\u4e00-\u9fff"
 _CJK = re.compile(f"[{CJK_RANGE}]")
@@ -41,7 +41,6 @@ def numbers_in(text: str) -> set[str]:
     return {n.replace(",", "") for n in _NUMBER.findall(normalise_for_match(text))}
 
 
-_NON_WORD = re.compile(r"[\W_]+")
 _WORD_CHAR = re.compile(r"[^\W_]")
 
 
@@ -49,23 +48,6 @@ def has_word_characters(text: str) -> bool:
     """Whether `text` has a letter, digit or CJK character: something a search can look for
     (a question of only punctuation or symbols has not)."""
     return _WORD_CHAR.search(text) is not None
-# A claim this long (normalised characters) that occurs verbatim in its cited text needs no judge:
-# shorter spans ("1844", a bare name) only mean something as an answer, which the judge decides.
-VERBATIM_MIN_CHARS = 16
-
-
-def _core(text: str) -> str:
-    """Letters and digits only, case-folded: what "verbatim" compares."""
-    return _NON_WORD.sub("", normalise_for_match(text))
-
-
-def is_verbatim(claim: str, evidence: str, min_chars: int = VERBATIM_MIN_CHARS) -> bool:
-    """The claim, ignoring case, spacing and punctuation, is a contiguous span of the evidence and
-    at least `min_chars` long. Such a claim is SUPPORTED by construction (after the numbers and
-    negation checks, which run first) — the verifier's deterministic test (C3), which the contract
-    also uses to attach an unmarked sentence to a block (C2)."""
-    c = _core(claim)
-    return len(c) >= min_chars and c in _core(evidence)
 
 
 # --------------------------------------------------------------------------- sentences
@@ -256,6 +238,84 @@ def split_sentences(text: str, *, semicolons: bool = False, markers: re.Pattern[
     return [text[s:e] for s, e in sentence_spans(text, semicolons=semicolons, markers=markers, wrapped=wrapped)]
 
 
+# --------------------------------------------------------------------------- verbatim spans
+
+# A claim this long (letters and digits) that occurs verbatim in its cited text needs no judge:
+# shorter spans ("1844", a bare name) only mean something as an answer, which the judge decides.
+VERBATIM_MIN_CHARS = 16
+# punctuation that ends a clause. Letters and digits alone glue clauses and sentences together:
+# "Every winter the Harbour Museum is closed. On weekdays in summer it opens at nine." holds "the
+# Harbour Museum is closed on weekdays" letter for letter. A span may cross a clause break only
+# where the claim has one too; the claim may add breaks ("the bridge, was designed by ...")
+_CLAUSE_PUNCT = frozenset(",;:()[]{}，；：、（）【】—–")
+
+
+class VerbatimMatch(NamedTuple):
+    """Where a claim occurs verbatim, all normalised (`normalise_for_match`): its sentence around
+    the span, and the sentences before and after that one ("" at either end of the text)."""
+
+    before: str
+    span: str
+    after: str
+    previous: str
+    following: str
+
+
+def _clause_core(text: str) -> tuple[str, list[int]]:
+    """The letters and digits of `text` with "|" for each clause break, and the offset in `text`
+    of each. A comma or stop between digits ("4,200", "3.5") and a hyphen inside a word are no break."""
+    core: list[str] = []
+    at: list[int] = []
+    for i, ch in enumerate(text):
+        digits_around = text[i - 1:i].isdigit() and text[i + 1:i + 2].isdigit()
+        if ch.isalnum():
+            core.append(ch)
+        elif ((ch in _CLAUSE_PUNCT and not digits_around) or text[i - 1:i + 2] == " - ") and core and core[-1] != "|":
+            core.append("|")
+        else:
+            continue
+        at.append(i)
+    return "".join(core), at
+
+
+def _word_edge(text: str, i: int, step: int) -> bool:
+    """Whether `text[i]` is the first (`step` -1) or last (+1) character of its word: a span that
+    starts or ends inside a word ("ten" of "often") is no span of the text."""
+    j = i + step
+    return not 0 <= j < len(text) or not text[j].isalnum() or bool(_CJK.match(text[i]) or _CJK.match(text[j]))
+
+
+def verbatim_matches(claim: str, evidence: str, min_chars: int = VERBATIM_MIN_CHARS) -> list[VerbatimMatch]:
+    """Each place where the claim, ignoring case, spacing and punctuation, is a span of ONE
+    sentence of `evidence`, whole words, crossing no clause break the claim does not have itself;
+    none for a claim under `min_chars` letters and digits."""
+    core = _clause_core(normalise_for_match(claim))[0].strip("|")
+    if sum(ch != "|" for ch in core) < min_chars:
+        return []
+    pattern = re.compile("".join(r"\|?" if ch == "|" else re.escape(ch) for ch in core))
+    sentences = [normalise_for_match(s) for s in split_sentences(evidence, wrapped=True)]
+    out: list[VerbatimMatch] = []
+    for k, sentence in enumerate(sentences):
+        text, at = _clause_core(sentence)
+        pos = 0
+        while (m := pattern.search(text, pos)) is not None:
+            pos = m.start() + 1
+            start, end = at[m.start()], at[m.end() - 1] + 1
+            if _word_edge(sentence, start, -1) and _word_edge(sentence, end - 1, 1):
+                out.append(VerbatimMatch(sentence[:start], sentence[start:end], sentence[end:],
+                                         sentences[k - 1] if k else "", sentences[k + 1] if k + 1 < len(sentences) else ""))
+    return out
+
+
+def is_verbatim(claim: str, evidence: str, min_chars: int = VERBATIM_MIN_CHARS) -> bool:
+    """The claim, ignoring case, spacing and punctuation, is a span of one sentence of the
+    evidence (`verbatim_matches`) and at least `min_chars` long. Whether that span says what the
+    claim says (it may be reported, supposed or denied there) is the caller's question
+    (answer/verbatim.py): the verifier's deterministic test (C3), which the contract also uses to
+    attach an unmarked sentence to a block (C2)."""
+    return bool(verbatim_matches(claim, evidence, min_chars))
+
+
 # --------------------------------------------------------------------------- character n-grams
 
 
@@ -319,6 +379,7 @@ __all__ = [
     "CJK_RANGE",
     "LIST_ITEM",
     "MARKDOWN_BLOCK_LINE",
+    "VerbatimMatch",
     "char_ngrams",
     "ends_as_a_sentence",
     "is_chinese",
@@ -334,4 +395,5 @@ __all__ = [
     "shown_score",
     "soft_line_breaks",
     "split_sentences",
+    "verbatim_matches",
 ]

@@ -22,9 +22,11 @@ from cograg.answer.markers import (MARKER_RE, answer_sentences, drop_markers, ma
 from cograg.answer.quotes import (CJK_CHAR, QUOTE_CONTAINED_MIN_COVERAGE, QUOTE_REPAIR_MIN_SIMILARITY,  # noqa: F401
                                   Outcome, QuoteRepair, best_matching_span, best_sentence, chunk_sentences, contained_span,
                                   find_quote, locate_quote)
+from cograg.answer.number_words import stated_numbers
+from cograg.answer.verbatim import backs_verbatim
 from cograg.index.analyzer import analyze
 from cograg.retrieval.packing import ContextBlock
-from cograg.text import is_verbatim, normalise_for_match, numbers_in, sentence_spans, split_sentences
+from cograg.text import normalise_for_match, sentence_spans, split_sentences
 
 # a quote this short ("1998年") may occur in many blocks: it does not say which one the model meant
 MIN_MOVED_QUOTE_CHARS = 8
@@ -338,14 +340,6 @@ def misnumbered_citations(citations: list[DraftCitation], blocks: list[ContextBl
     return moves
 
 
-def _supports_verbatim(sentence: str, block: ContextBlock) -> bool:
-    """The verifier's deterministic test (C3): the sentence, its numbers included, is a verbatim
-    span of the block's text."""
-    claim = strip_markers(sentence).rstrip("。！？!?.")
-    return any(numbers_in(claim) <= numbers_in(t) and is_verbatim(claim, t)
-               for t in [block.text, *block.chunk_texts])
-
-
 def _listed_block_for(sentence: str, listed: list[ContextBlock]) -> ContextBlock | None:
     """Among the blocks the model itself cited, the one that shares most of the sentence's terms
     and holds all of its numbers (the verifier's deterministic pre-checks); None when none does."""
@@ -353,7 +347,7 @@ def _listed_block_for(sentence: str, listed: list[ContextBlock]) -> ContextBlock
     terms = set(analyze(claim))
     best, best_shared = None, 0
     for b in listed:
-        if not numbers_in(claim) <= numbers_in(b.text):
+        if not stated_numbers(claim) <= stated_numbers(b.text, weak=True):
             continue
         shared = len(terms & set(analyze(b.text)))
         if shared > best_shared:
@@ -393,7 +387,8 @@ def insert_markers(answer: str, blocks: list[ContextBlock], prefer: list[str] | 
     out: list[str] = []
     inserted = 0
     for sent in split_sentences(answer):
-        best = next((b for b in order if _supports_verbatim(sent, b)), None) or _listed_block_for(sent, listed)
+        best = (next((b for b in order if backs_verbatim(sent, [b.text, *b.chunk_texts])), None)
+                or _listed_block_for(sent, listed))
         chosen = [best] if best is not None else _bridged_blocks(sent, listed, order, question)
         if chosen:
             end = sent[-1] if sent[-1] in "。！？!?." else ""

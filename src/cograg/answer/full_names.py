@@ -16,10 +16,16 @@ The rule is deterministic and narrow. A run of two to four capitalised words in 
 * either of these followed by a generational suffix: "Waylon J. Smithers Jr.".
 
 The longer form adds only names (capitalised words, initials, a quoted nickname, a suffix) and keeps
-the short form's first and last word, so the sentence says what the verifier checked about the same
-person; two different longer forms, or none, leave the sentence as it is. The rule does not know a
-person from a place: a run such as "Harbour Line" would be written "Harbour Ferry Line" where its
-cited text says that, and only that. Every replacement is returned for the trace.
+the short form's first and last word; two different longer forms, or none, leave the sentence as it
+is. A longer form is the same name only where the cited chunks never write the short form on its
+own, outside a title line: "The Linden Bridge was designed by Tobias Marrick. The Linden Railway
+Bridge was designed by Anna Kovacs" names two bridges, "John Smith founded Smith Ltd. His son John
+Adam Smith sold it" two people, and the verified sentence names the one its chunk calls by the
+short form. A title line that is the short form ("Sandra Oh" over "Sandra Miju Oh (born ...") is
+the chunk's subject written short, as Wikipedia's titles are, and the same words inside a longer
+name ("The Nick Hexum Quintet") are another name. The rule does not know a person from a place: a
+run such as "Harbour Line" is written "Harbour Ferry Line" where its cited text says only that.
+Every replacement is returned for the trace.
 """
 
 from __future__ import annotations
@@ -70,6 +76,30 @@ def _longer_forms(short: str, text: str) -> set[str]:
     return {f for f in found if f.rstrip(",") != short}
 
 
+# words before a name that are not part of it ("The Linden Bridge", "In Linden Bridge ...")
+_NOT_NAME_WORDS = frozenset("A An And As At But By For From He Her His However If In Its It Of On Or She So "
+                            "That The Their Then There These They This Those To We When Where Which While Who "
+                            "With".split())
+
+
+def _stands_alone(short: str, text: str) -> bool:
+    """Whether `text` writes `short` as a name of its own, outside a title line that is just it:
+    not inside a longer run of names ("The Nick Hexum Quintet" does not write "Nick Hexum")."""
+    names = short.split()
+    if len(names) > 1 and names[0] in _NOT_NAME_WORDS:  # "The Linden Bridge" is written "the Linden Bridge" too
+        names = names[1:]
+    words = r"\s+".join(re.escape(w) for w in names)
+    for line in text.splitlines():
+        if line.strip().lstrip("#").strip() in (short, " ".join(names)):  # a title: its subject written short
+            continue
+        for m in re.finditer(rf"(?<![\w'’\-]){words}(?![\w'’\-])", line):
+            before = re.search(rf"({_NAME_WORD}|[A-Z]\.)\s+$", line[:m.start()])
+            after = re.match(rf"\s+(?:{_NAME_WORD}|[A-Z]\.)", line[m.end():])
+            if after is None and (before is None or before.group(1) in _NOT_NAME_WORDS):
+                return True
+    return False
+
+
 def full_names(sentences: list[str], cited_texts: list[list[str]]) -> tuple[list[str], list[NameWritten]]:
     """(`sentences` with each name replaced by the one longer form its cited chunks hold, what was
     replaced). `cited_texts[i]` are the texts of the chunks sentence i cites."""
@@ -86,7 +116,10 @@ def full_names(sentences: list[str], cited_texts: list[list[str]]) -> tuple[list
             run = m.group(0)
             if run not in longer:
                 forms = set().union(*(_longer_forms(run, t) for t in texts)) if texts else set()
-                longer[run] = forms.pop() if len(forms) == 1 else None
+                # where a cited chunk also writes the short form as a name of its own, the longer
+                # one may be another entity (a son, a second bridge): the sentence stays as verified
+                alone = any(_stands_alone(run, t) for t in texts)
+                longer[run] = forms.pop() if len(forms) == 1 and not alone else None
                 if longer[run] is not None:
                     written.append(NameWritten(sentence_index=index, short=run, full=longer[run]))
             if longer[run] is not None:

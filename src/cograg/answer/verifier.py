@@ -16,10 +16,13 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from cograg.answer.contract import Citation, answer_sentences, best_sentence, drop_markers, markers_in, strip_markers
+from cograg.answer.number_words import stated_numbers
 from cograg.answer.subject import content_words, latin_names, mentions_subject
+from cograg.answer.verbatim import asserted_verbatim
 from cograg.index.analyzer import analyze
 from cograg.models.judge import ClaimJudge, JudgeVerdict, Verdict
-from cograg.text import CJK_RANGE, is_chinese, is_verbatim, normalise_for_match, numbers_in, split_sentences
+from cograg.text import CJK_RANGE, is_chinese, normalise_for_match, split_sentences
+from cograg.text import is_verbatim as is_verbatim  # re-exported: the span test, framing aside
 
 _NEGATION_EN = re.compile(r"\b(not|no|never|none|nor|cannot|can't|isn't|wasn't|aren't|weren't|doesn't|didn't|don't|without)\b", re.I)
 _NEGATION_ZH = re.compile(r"不|没有|没|未|无|非|别|否")
@@ -46,8 +49,11 @@ class VerificationResult(BaseModel):
         return self.supported / self.total if self.total else 0.0
 
 
-def _numbers(text: str) -> set[str]:
-    return numbers_in(text)
+def _missing_numbers(claim: str, evidence: str) -> set[str]:
+    """The numbers the claim states that the cited text does not, in digits or in words on either
+    side ("nine arches" against "seven arches", "一九八七年" against "1978年"). A claim's "one" or
+    lone 一 is no number (mostly an article), the cited text's is (`stated_numbers`)."""
+    return stated_numbers(claim) - stated_numbers(evidence, weak=True)
 
 
 def contributes(claim: str, evidence: str) -> bool:
@@ -225,7 +231,7 @@ class Verifier:
             if len(idle) < len(known):
                 sentence, known = drop_markers(sentence, set(idle)), [i for i in known if i not in idle]
         evidence = "\n".join(evidence_by_id[i] for i in known)
-        missing = _numbers(claim) - _numbers(evidence)
+        missing = _missing_numbers(claim, evidence)
         if missing:
             return ClaimCheck(sentence=sentence, citation_ids=known, verdict="UNRELATED", method="numbers",
                               reason=f"numbers not in the cited text: {', '.join(sorted(missing))}", kept=False)
@@ -242,10 +248,12 @@ class Verifier:
         if negation_contradicts(claim, evidence):
             return ClaimCheck(sentence=sentence, citation_ids=known, verdict="CONTRADICTED", method="negation",
                               reason="negation differs from the cited text", kept=False)
-        if any(is_verbatim(claim, evidence_by_id[i]) for i in known) and (
+        # a span the cited text asserts in one sentence and clause; one it reports, supposes or
+        # denies there, or that runs across sentences, goes to the judge (answer/verbatim.py)
+        if any(asserted_verbatim(claim, evidence_by_id[i]) for i in known) and (
                 question is None or mentions_subject(claim, question)):
             return ClaimCheck(sentence=sentence, citation_ids=known, verdict="SUPPORTED", method="verbatim",
-                              reason="the claim is a verbatim span of the cited text", kept=True)
+                              reason="the claim is a verbatim span of a sentence the cited text asserts", kept=True)
         sim = self._similarity(claim, evidence)
         if sim is not None and sim < self.min_similarity:
             return ClaimCheck(sentence=sentence, citation_ids=known, verdict="UNRELATED", method="similarity",
