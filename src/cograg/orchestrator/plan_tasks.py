@@ -18,9 +18,10 @@ from cograg.answer.contract import strip_markers
 from cograg.trace import RecordingLLM, Trace
 from cograg.control.models import CancelToken, SubTask, TaskResult
 from cograg.control.plan_templates import ChoiceCheck, OrderCheck, SameCheck
+from cograg.orchestrator import check_sides, task_guard
 from cograg.orchestrator.turn import TurnEvidence
 from cograg.retrieval.models import SearchResult
-from cograg.text import is_chinese, normalise_for_match
+from cograg.text import is_chinese
 
 TaskRunner = Callable[[SubTask, list[TaskResult], CancelToken], TaskResult]
 
@@ -37,8 +38,10 @@ class PlanTaskRunners:
     trace: Trace
     evidence: TurnEvidence
     llm_timeout_s: float
+    cancel: CancelToken | None = None  # the turn's stop: an attempt's models stop with it at once
     sub_traces: dict[int, Trace] = field(default_factory=dict, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _token: CancelToken | None = field(default=None, init=False, repr=False)  # see task_guard.watching
 
     def runners(self) -> dict[str, TaskRunner]:
         """The executor's table: task kind → runner."""
@@ -47,6 +50,7 @@ class PlanTaskRunners:
                 "check": self.check}
 
     # ------------------------------------------------------------------ task kinds
+    @task_guard.stops_when_cancelled
     def retrieve(self, task: SubTask, deps: list[TaskResult], token: CancelToken) -> TaskResult:
         """Answer the sub-question from a search of its own. A look-up that depends on others (the
         second hop of a bridge question) searches with what they established and sees it as facts;
@@ -66,6 +70,7 @@ class PlanTaskRunners:
         resp = self.answerer.answer(task.description, trace=t, result=result, facts=facts, has_context=True)
         return self._from_answer(task, resp, t, started)
 
+    @task_guard.stops_when_cancelled
     def rewrite(self, task: SubTask, deps: list[TaskResult], token: CancelToken) -> TaskResult:
         """Rewrite the sub-question into a search query first, then answer it."""
         from cograg.control.corrective import QueryRewriter, RewriteResult
@@ -80,6 +85,7 @@ class PlanTaskRunners:
         resp = self.answerer.answer(task.description, trace=t, result=result, has_context=True)
         return self._from_answer(task, resp, t, started)
 
+    @task_guard.stops_when_cancelled
     def reason(self, task: SubTask, deps: list[TaskResult], token: CancelToken, trace: Trace | None = None) -> TaskResult:
         """Answer from the inputs' verified statements and the chunks they cite, no new search
         (into `trace` when a check that did not decide hands its question on)."""
@@ -98,6 +104,7 @@ class PlanTaskRunners:
                                     evidence_gate=False)
         return self._from_answer(task, resp, t, started)
 
+    @task_guard.stops_when_cancelled
     def check(self, task: SubTask, deps: list[TaskResult], token: CancelToken) -> TaskResult:
         """"Are A and B both X?" decided by verdicts (control/plan_templates.category_check): the
         claim "A is an X" is verified against the sources A's look-up cited, "B is an X" against
@@ -120,7 +127,7 @@ class PlanTaskRunners:
             return self._order(task, deps, token, started, spec)
         t = self._sub_trace(task)
         spec = spec if isinstance(spec, CategoryCheck) else None
-        sides = _sides(spec.entities, _established(deps)) if spec is not None else None
+        sides = self._sides(spec.entities, deps) if spec is not None else None
         if spec is None or sides is None:
             return self._failed(task, started, "not a question of the form 'are A and B both X?' over "
                                                "established look-ups")
@@ -174,11 +181,16 @@ class PlanTaskRunners:
         other pair of verdicts (both supported, neither, one supported and the other unrelated) does
         not decide (`CHOICE_UNDECIDED`), and the model answers from the two look-ups as a reasoning
         step would, verified as ever.
-        With a side whose look-up established nothing it fails: one side cannot choose between two
-        (the turn gives what was found, `planned.partial_answer`)."""
+        So do two look-ups that cannot be placed on their sides (`check_sides`). With a side whose
+        look-up established nothing it fails: one side cannot choose between two (the turn gives what
+        was found, `planned.partial_answer`)."""
         from cograg.control.synthesizer import CitationNumbering
 
-        sides = _sides(spec.entities, _established(deps))
+        sides = self._sides(spec.entities, deps)
+        if sides is None and len(_established(deps)) == 2:  # both found, but which is whose is not told
+            t = self._sub_trace(task)
+            t.event("CHOICE_UNDECIDED", reason="which look-up is about which side is not established")
+            return self.reason(task, deps, token, trace=t)
         if sides is None or None in sides:
             return self._failed(task, started, "a choice between two needs both look-ups established")
         t = self._sub_trace(task)
@@ -201,17 +213,19 @@ class PlanTaskRunners:
         """"Which band was formed first, A or B?": the one date each side's verified statement gives
         (`control/order_value.the_moment`), compared here; the earlier side is the answer (the later
         one for "later", "younger"), citing both sides, with its name as its sources write it in
-        full. A side without a look-up or without one date, or two dates that cannot be told apart
-        as written, do not decide (`ORDER_UNDECIDED`): the model answers from the look-ups as a
+        full. A side without a look-up or without one date, look-ups whose verified statements do not
+        tell which side each is about (`check_sides`), or two dates that cannot be told apart as
+        written, do not decide (`ORDER_UNDECIDED`): the model answers from the look-ups as a
         reasoning step would, verified as ever. No model call decides the order."""
         from cograg.control.order_value import earlier, the_moment
         from cograg.control.synthesizer import CitationNumbering
 
-        sides = _sides(spec.entities, _established(deps))
+        sides = self._sides(spec.entities, deps)
         dates = [None if side is None else the_moment(strip_markers(side.statement)) for side in (sides or [None, None])]
         first = earlier(dates[0], dates[1]) if None not in dates else None  # type: ignore[arg-type]
         t = self._sub_trace(task)
-        reason = "; ".join(f"{e}: {d or 'no single date'}" for e, d in zip(spec.entities, dates, strict=True))
+        reason = ("; ".join(f"{e}: {d or 'no single date'}" for e, d in zip(spec.entities, dates, strict=True))
+                  if sides is not None else "which look-up is about which side is not established")
         if first is None:
             t.event("ORDER_UNDECIDED", reason=reason[:300])
             return self.reason(task, deps, token, trace=t)
@@ -234,10 +248,10 @@ class PlanTaskRunners:
         from cograg.control.same_value import named_value, same_value
         from cograg.control.synthesizer import CitationNumbering
 
-        sides = _sides(spec.entities, _established(deps))
+        sides = self._sides(spec.entities, deps)
         if sides is None or None in sides:
-            return self._failed(task, started, "not a question of the form 'are A and B in the same X?' over "
-                                               "two established look-ups")
+            return self._failed(task, started, "not a question of the form 'are A and B in the same X?' over two "
+                                               "established look-ups, each placed on its side by what it verified")
         values = [named_value(strip_markers(side.statement), spec.noun, e)  # type: ignore[union-attr]
                   for side, e in zip(sides, spec.entities, strict=True)]
         if None in values:
@@ -264,12 +278,19 @@ class PlanTaskRunners:
                           status="done" if ok else "failed", statement=" ".join(parts),
                           citations=numbering.citations, error=None if ok else "no inputs to merge")
 
+    @task_guard.stops_when_cancelled
     def conflict_resolve(self, task: SubTask, deps: list[TaskResult], token: CancelToken) -> TaskResult:
         """A merge that also reports which inputs contradict each other (D7)."""
         merged = self.evidence_merge(task, deps, token)
         return merged.model_copy(update={"conflicts": find_conflicts(_established(deps), self.judge, self.question)})
 
     # ------------------------------------------------------------------ helpers
+    def _sides(self, entities: tuple[str, str], deps: list[TaskResult]) -> list[TaskResult | None] | None:
+        """Each entity's established look-up, placed by what it verified (`check_sides`), never by
+        the planner's order."""
+        return check_sides.sides(entities, _established(deps),
+                                 lambda d: [self._evidence_text(c) for c in d.citations])
+
     def _evidence_text(self, citation: Any) -> str:
         """A cited chunk's text as the answerer's judge saw it (injection spans redacted)."""
         from cograg.answer.injection import redact
@@ -354,19 +375,6 @@ def _decided(task: SubTask, started: float, statement: str, citations: list[Any]
 
 def _established(deps: list[TaskResult]) -> list[TaskResult]:
     return [d for d in deps if d.status == "done" and d.statement]
-
-
-def _sides(entities: tuple[str, str], looked_up: list[TaskResult]) -> list[TaskResult | None] | None:
-    """The established look-up of each entity, in the entities' order (None for an entity whose
-    look-up established nothing): the one whose sub-question names it (the template's "Who or what
-    is A?"), else, with two, the inputs in plan order. None when no look-up can be placed."""
-    named = [next((d for d in looked_up if normalise_for_match(e) in normalise_for_match(d.description)), None)
-             for e in entities]
-    if len(looked_up) == 2:
-        return named if all(named) and named[0] is not named[1] else list(looked_up)
-    if len(looked_up) == 1 and any(named):
-        return named
-    return None
 
 
 def find_conflicts(results: list[TaskResult], judge: Any, question: str) -> list[dict[str, Any]]:

@@ -37,7 +37,7 @@ class PlannedMode:
         self.stop_if_cancelled()
         tasks = PlanTaskRunners(question=self.turn.question, answerer=self.answerer, llm=self.llm, judge=self.judge,
                                 trace=self.trace, evidence=self.turn.evidence,
-                                llm_timeout_s=self.turn.timeout_s(self.timeout_s))
+                                llm_timeout_s=self.turn.timeout_s(self.timeout_s), cancel=self.turn.cancel)
         results = self.execute(plan, tasks)
         self.stop_if_cancelled()  # what the tasks found before the stop is no one's answer
         conflicts = [c for r in results.values() for c in r.conflicts]
