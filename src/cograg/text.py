@@ -41,6 +41,21 @@ def numbers_in(text: str) -> set[str]:
     return {n.replace(",", "") for n in _NUMBER.findall(normalise_for_match(text))}
 
 
+def _invisible(c: str) -> bool:
+    category = unicodedata.category(c)
+    return category in ("Cf", "Co", "Cs") or (category == "Cc" and not c.isspace())
+
+
+def without_invisible(text: str) -> str:
+    """`text` without format, private-use, surrogate and non-space control characters (a soft
+    hyphen, a zero-width space, a lone surrogate), as ingestion drops them from documents
+    (`ingest/normalize.py`): a query copied from a document as shown must meet its stored terms
+    ("har\u00adbour" is "harbour" there)."""
+    if text.isascii() and text.isprintable():
+        return text
+    return "".join(c for c in text if not _invisible(c))
+
+
 _WORD_CHAR = re.compile(r"[^\W_]")
 
 
@@ -396,4 +411,5 @@ __all__ = [
     "soft_line_breaks",
     "split_sentences",
     "verbatim_matches",
+    "without_invisible",
 ]

@@ -16,6 +16,8 @@ from functools import lru_cache
 import jieba
 import Stemmer
 
+from cograg.text import without_invisible
+
 # Stored in each store; a store indexed with another version has its keyword index rebuilt.
 ANALYZER_VERSION = "jieba-search+bigram+snowball-en/1"
 
@@ -58,7 +60,8 @@ def analyze(text: str) -> list[str]:
     """Index/query terms of `text`, in order, duplicates kept (BM25 needs term frequencies)."""
     if not _jieba_ready:
         _init_jieba()
-    text = unicodedata.normalize("NFKC", text).lower()
+    # documents reach here already without invisible characters; a query may still hold them
+    text = without_invisible(unicodedata.normalize("NFKC", text)).lower()
     terms: list[str] = []
     latin: list[str] = []
     pos = 0

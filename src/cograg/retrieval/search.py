@@ -21,7 +21,7 @@ from cograg.retrieval.fusion import rrf, weighted_fusion
 from cograg.retrieval.models import (MAX_QUERY_CHARS, RetrieverHit, SearchHit, SearchRequest,
                                      SearchResult)
 from cograg.retrieval.policy import OLD_DOCUMENT, CorpusPolicy
-from cograg.text import has_word_characters
+from cograg.text import has_word_characters, without_invisible
 
 
 class QueryError(CogragError):
@@ -118,13 +118,16 @@ class Retriever:
         started = time.perf_counter()
         timings: dict[str, float] = {}
         notes: list[str] = []
-        query = req.query.strip()
+        # as ingestion cleaned the documents: a soft hyphen or zero-width space copied along with
+        # a word must not split it, and a lone surrogate must not reach the (JSON) result
+        query = without_invisible(req.query).strip()
         if not query:
             raise QueryError("empty query")
         if len(query) > MAX_QUERY_CHARS:
             query = query[:MAX_QUERY_CHARS]
             notes.append(f"query truncated to {MAX_QUERY_CHARS} characters")
-        queries = [query] + [v.strip()[:MAX_QUERY_CHARS] for v in req.variants if v.strip()]
+        variants = [without_invisible(v).strip()[:MAX_QUERY_CHARS] for v in req.variants]
+        queries = [query] + [v for v in variants if v]
         queries = [q for q in dict.fromkeys(queries) if has_word_characters(q)]
         if not queries:
             notes.append("the query has no searchable words (only punctuation or symbols)")
