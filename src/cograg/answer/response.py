@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from cograg.answer.contract import Citation, ContractIssues
 from cograg.answer.verifier import ClaimCheck, Verifier
+from cograg.retrieval.models import source_text_withheld
 from cograg.trace import RecordingLLM, Trace
 
 
@@ -54,8 +55,9 @@ def recording_verifier(verifier: Verifier, trace: Trace) -> Verifier:
 
 def withhold_quotes(citations: list[Citation], hidden: set[str]) -> list[Citation]:
     """`citations` as a user may see them: a citation of a chunk whose text the policy hides
-    (`snippet_visible: false`) keeps its id, document and source, and loses its quote."""
-    return [c.model_copy(update={"quote": ""}) if c.chunk_id in hidden and c.quote else c for c in citations]
+    (`snippet_visible: false`) keeps its id, document, source and score, and loses its quote and
+    the title and headings read from the text."""
+    return [c.model_copy(update=source_text_withheld(dict(c))) if c.chunk_id in hidden else c for c in citations]
 
 
 def record_outcome(trace: Trace, resp: AnswerResponse) -> None:

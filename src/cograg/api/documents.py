@@ -33,6 +33,7 @@ from cograg.documents import Document
 from cograg.engine import Engine
 from cograg.errors import CogragError, StoreError
 from cograg.locks import directory_lock
+from cograg.retrieval.models import source_text_withheld
 from cograg.text import shown_ref, soft_line_breaks
 
 router = APIRouter(prefix="/api", tags=["documents"])
@@ -48,10 +49,15 @@ class UploadRejected(CogragError):
     """No uploaded file could be used."""
 
 
-def document_info(doc: Document, *, deletable: bool = False, in_answers: bool = True) -> DocumentInfo:
+def document_info(doc: Document, *, deletable: bool = False, in_answers: bool = True,
+                  visible: bool = True) -> DocumentInfo:
     """What the API shows of `doc`; `deletable`: whether the caller asking may delete it over HTTP
-    (it uploaded it: `uploaded_by`); `in_answers`: whether the corpus policy lets answers use it."""
-    return DocumentInfo(doc_id=doc.doc_id, title=doc.title, source=Path(doc.source_path).name,
+    (it uploaded it: `uploaded_by`); `in_answers`: whether the corpus policy lets answers use it;
+    `visible`: the policy's `snippet_visible` (false: a title read from the text, such as a
+    Markdown heading, gives way to the file name's)."""
+    source = Path(doc.source_path).name
+    title = doc.title if visible else source_text_withheld({"title": doc.title, "source": source})["title"]
+    return DocumentInfo(doc_id=doc.doc_id, title=title, source=source,
                         doc_type=doc.doc_type, tags=doc.tags, chunk_count=doc.chunk_count,
                         size_bytes=doc.size_bytes, updated_at=doc.updated_at, deletable=deletable,
                         in_answers=in_answers)
@@ -129,7 +135,7 @@ def list_documents(request: Request) -> list[DocumentInfo]:
         allowed = allowed_doc_ids(engine, caller)
         policy = engine.components.policy.get()
         return [document_info(d, deletable=uploaded_by(state.upload_dir, caller, d),
-                              in_answers=policy.admits(d.source_path, d.tags))
+                              in_answers=policy.admits(d.source_path, d.tags), visible=policy.snippet_visible)
                 for d in engine.documents() if allowed is None or d.doc_id in allowed]
 
 
@@ -250,13 +256,14 @@ def get_chunk(chunk_id: str, request: Request) -> dict[str, Any]:
     if chunk is None or doc is None or not readable or not policy.admits(doc.source_path, doc.tags):
         raise NotFound(f"no chunk {shown_ref(chunk_id)}")
     visible = bool(policy.snippet_visible)
-    text = chunk.text if visible else ""
     # `reflowed`: the text as a reader takes it, the line breaks that wrap a paragraph's lines read
     # as spaces (cograg.text.soft_line_breaks); the same length, so a quote found in `text` is
     # shown at the same offsets in it
-    return {"chunk_id": chunk.chunk_id, "doc_id": chunk.doc_id, "source": Path(doc.source_path).name,
-            "title": doc.title, "heading_path": chunk.heading_path, "page": chunk.page,
-            "text": text, "reflowed": soft_line_breaks(text), "snippet_visible": visible}
+    body: dict[str, Any] = {
+        "chunk_id": chunk.chunk_id, "doc_id": chunk.doc_id, "source": Path(doc.source_path).name,
+        "title": doc.title, "heading_path": chunk.heading_path, "page": chunk.page,
+        "text": chunk.text, "reflowed": soft_line_breaks(chunk.text), "snippet_visible": visible}
+    return body if visible else {**body, **source_text_withheld(body)}
 
 
 __all__ = ["STAGING", "UploadRejected", "acl_outside", "caller_folder", "document_info", "router",

@@ -9,6 +9,7 @@ from typing import Any
 
 from cograg.api.schemas import (CitationV2, GradedDocument, GraderInfo, NodeExecutionInfo, QAResponseV2, QueryInfo,
                                 RetrievalInfo, RewriteEntry, SelfCorrectiveResponse, WorkflowInfo)
+from cograg.retrieval.models import source_text_withheld
 
 # Keys whose values are source text in answers, events and traces, or a model's words about a
 # passage it read (a grader's reasoning may quote it).
@@ -29,9 +30,12 @@ def file_names_only(value: Any) -> Any:
 
 def hide_source_text(value: Any) -> Any:
     """`value` with every source-text field emptied, recursively (dicts and lists); a claim
-    verdict (a dict with `verdict`) also loses the judge's `reason`, which may quote the passage."""
+    verdict (a dict with `verdict`) also loses the judge's `reason`, which may quote the passage,
+    and a passage (a dict with `chunk_id`: a hit or citation) the title and headings read from it."""
     if isinstance(value, dict):
         claim = "verdict" in value
+        if "chunk_id" in value or "chunkId" in value:
+            value = {**value, **source_text_withheld(value)}
         return {k: ("" if (k in SOURCE_TEXT_KEYS or (claim and k == "reason")) and isinstance(v, str)
                     else hide_source_text(v))
                 for k, v in value.items()}
@@ -42,10 +46,16 @@ def hide_source_text(value: Any) -> Any:
 
 def citations_v2(citations: list[Any], *, visible: bool) -> list[CitationV2]:
     # the file name, not the server's path to it (doc_id tells two files of the same name apart)
-    return [CitationV2(citation_id=c.id, doc_id=c.doc_id, source=PurePath(c.source).name, chunk_id=c.chunk_id,
-                       snippet=c.quote if visible else "", score=round(float(c.score), 4), title=c.title,
-                       page=c.page)
-            for c in citations]
+    shown = [CitationV2(citation_id=c.id, doc_id=c.doc_id, source=PurePath(c.source).name, chunk_id=c.chunk_id,
+                        snippet=c.quote, score=round(float(c.score), 4), title=c.title, page=c.page)
+             for c in citations]
+    return shown if visible else [withheld(c) for c in shown]
+
+
+def withheld(model: Any) -> Any:
+    """`model` (a citation or graded document of the response) without the source text, the title
+    and the headings the policy hides (`snippet_visible: false`)."""
+    return model.model_copy(update=source_text_withheld(dict(model)))
 
 
 def answer_text(resp: Any, *, visible: bool) -> str:
@@ -98,12 +108,13 @@ def self_corrective(query: str, resp: Any, trace: dict[str, Any], chunk_lookup: 
     documents = []
     for chunk_id, g in latest.items():
         chunk, doc = chunk_lookup(chunk_id)
-        documents.append(GradedDocument(
+        graded = GradedDocument(
             chunkId=chunk_id, docId=g.get("doc_id", ""), source=PurePath(doc.source_path).name if doc else "",
-            title=doc.title if doc else "", snippet=(chunk.text if chunk and visible else ""),
+            title=doc.title if doc else "", snippet=chunk.text if chunk else "",
             passed=chunk_id in passed, isRelevant=bool(g.get("is_relevant")),
             confidence=float(g.get("confidence", 0.0)), reasoning=(g.get("reasoning", "") or "") if visible else "",
-            attempt=int(g.get("attempt", 0))))
+            attempt=int(g.get("attempt", 0)))
+        documents.append(graded if visible else withheld(graded))
     grader = loop.get("grader_result")
     rewrites = int(loop.get("current_rewrite_count", 0))
     return SelfCorrectiveResponse(
@@ -125,4 +136,4 @@ def self_corrective(query: str, resp: Any, trace: dict[str, Any], chunk_lookup: 
 
 
 __all__ = ["SOURCE_TEXT_KEYS", "answer_text", "citations_v2", "claims_view", "file_names_only", "hide_source_text",
-           "qa_simple", "qa_v2", "self_corrective"]
+           "qa_simple", "qa_v2", "self_corrective", "withheld"]

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
+from cograg.ingest.files import title_from_name
 from cograg.retrieval.adaptive_fusion import FusionCalibration, FusionDecision
 from cograg.retrieval.doc_aggregation import DocumentAggregation
 from cograg.retrieval.feedback_settings import FeedbackSettings
@@ -14,6 +17,31 @@ SearchMode = Literal["bm25", "vector", "hybrid"]
 FusionMethod = Literal["rrf", "weighted", "adaptive"]
 
 MAX_QUERY_CHARS = 4000  # longer queries are cut here; the result says so
+
+# A passage's fields that are its source text itself, under the names hits, chunks, citations and
+# API bodies give it.
+_TEXT_FIELDS = ("text", "reflowed", "quote", "snippet")
+# Chunk metadata that names a passage without quoting it (a record's id); every other value
+# (a JSON record's `title`, which is also the first line of its text) is read from the source.
+_ID_METADATA = frozenset({"record_id"})
+
+
+def source_text_withheld(fields: Mapping[str, Any]) -> dict[str, Any]:
+    """The values that replace, in a hit, chunk or citation shown to a user (a model as `dict(m)`,
+    or a response body), every field carrying the text of a source the policy hides
+    (`snippet_visible: false`, B2): its text, quote or snippet; its title and headings, since a
+    Markdown heading or a record's title line is the text's first line; metadata read from it.
+    The title becomes the one the file name gives (the source stays visible); ids, source, page and
+    scores are kept. Only keys `fields` has are returned, so the result updates it as it is."""
+    withheld: dict[str, Any] = {k: "" for k in _TEXT_FIELDS if k in fields}
+    if "title" in fields:
+        source = fields.get("source") or fields.get("source_path")
+        withheld["title"] = title_from_name(Path(str(source))) if source else ""
+    if "heading_path" in fields:
+        withheld["heading_path"] = []
+    if isinstance(fields.get("metadata"), Mapping):
+        withheld["metadata"] = {k: v for k, v in fields["metadata"].items() if k in _ID_METADATA}
+    return withheld
 
 
 class Principal(BaseModel):
@@ -117,8 +145,8 @@ class SearchResult(BaseModel):
 
     def for_user(self) -> SearchResult:
         """What a user may be shown: hits whose source text is hidden by the policy keep their
-        ids, source and scores, and lose their text (B2)."""
+        ids, source and scores, and lose their text and what was read from it (B2)."""
         if all(h.snippet_visible for h in self.hits):
             return self
-        return self.model_copy(update={"hits": [h if h.snippet_visible else h.model_copy(update={"text": ""})
-                                                for h in self.hits]})
+        return self.model_copy(update={"hits": [
+            h if h.snippet_visible else h.model_copy(update=source_text_withheld(dict(h))) for h in self.hits]})
