@@ -14,7 +14,9 @@ from cograg.eval.splits import select, spread
 
 RETRIEVAL_MODES = ("bm25", "vector", "hybrid")
 ROUTING_CALIBRATION = ("the rule table was written with the routing set's dev and heldout items in view "
-                       "(calibration); heldout2 was written after it was frozen (evaluation)")
+                       "(calibration); heldout2 was written after routing_rules@5 was frozen (evaluation for @5; "
+                       "the rules changed again after it was scored, @6 onwards, so later figures on it are "
+                       "not strictly held out)")
 
 
 def _qrels_split(directory: Path, wanted: str | None) -> str:
