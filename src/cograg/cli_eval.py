@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -18,6 +18,9 @@ from cograg.config import Settings
 from cograg.engine import Engine
 from cograg.eval.kinds import EvalContext, data_dir, get_kind
 from cograg.eval.report import EvalReport, compare, load_report, write_text
+
+if TYPE_CHECKING:
+    from cograg.eval.suite import SuiteResult
 
 # parts handed to every engine the evals open (tests put scripted models here)
 engine_parts: dict[str, Any] = {}
@@ -205,45 +208,75 @@ def eval_contract(
 @handle_errors
 def eval_all(
     suite: Annotated[Path, typer.Option(help="suite YAML (see cograg.eval.suite)")] = Path("eval/suite.yaml"),
-    only: Annotated[str | None, typer.Option(help="comma-separated entry names to run")] = None,
+    only: Annotated[str | None, typer.Option(
+        help="comma-separated entry names to run; a name the suite does not have is an error")] = None,
     data: Annotated[Path | None, typer.Option(help="shared data folder [env: COGRAG_EVAL_DATA; default ../shared/data]")] = None,
-    limit: Annotated[int | None, typer.Option(help="override every entry's limit")] = None,
+    limit: Annotated[int | None, typer.Option(help=(
+        "run at most N items of every entry, those without a limit of their own too; a gate whose "
+        "baseline has another number of items is 'not comparable' and the run does not pass"))] = None,
     tolerance: Annotated[float | None, typer.Option(help="override the suite's tolerance")] = None,
     update_baselines: Annotated[bool, typer.Option(
         "--update-baselines", help="write each report as its entry's baseline instead of comparing")] = False,
     out_dir: OutOpt = None, store: StoreRootOpt = None, embedder: EmbedderOpt = None, set_: SetOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Run every eval of SUITE against its baseline; exit 1 when any gated metric regressed."""
-    import json
-
-    from cograg.eval.suite import run_suite
+    """Run every eval of SUITE against its baseline; exit 1 unless at least one gate ran and every
+    gate passed (a regression, or a run not comparable with its baseline, fails)."""
+    from cograg.eval.suite import UnknownEntry, run_suite, suite_verdict
 
     _check_options(limit, tolerance, out_dir)
+    if limit is not None and update_baselines:
+        # a baseline of N items could not be compared with the suite's own runs afterwards
+        raise fail("--limit cannot be used with --update-baselines: set an entry's limit in the suite instead", 2)
     with RunProgress(err, queries=True) as progress:
         ctx = _context(store, set_, "evaluation", limit, progress, embedder=embedder)
-        results = run_suite(suite, ctx, data=data or data_dir(), only=_split(only) or None, tolerance=tolerance,
-                            update_baselines=update_baselines)
-    failed = [r for r in results if r.comparison is not None and not r.comparison.passed]
+        try:
+            results = run_suite(suite, ctx, data=data or data_dir(), only=None if only is None else _split(only),
+                                tolerance=tolerance, update_baselines=update_baselines)
+        except UnknownEntry as exc:  # a usage error: nothing has run
+            raise fail(str(exc), 2) from None
+    problem = None if update_baselines else suite_verdict(results)
     if out_dir is not None:
         for r in results:
             r.report.write(out_dir)
         write_text(out_dir / "summary.md", "\n".join(r.report.to_markdown() for r in results))
-    if as_json:
-        out.print_json(json.dumps({"passed": not failed, "evals": [
-            {"name": r.entry.name, "kind": r.entry.kind, "split": r.report.split, "summary": r.report.summary,
-             "regressions": [g.model_dump() for g in r.comparison.regressions] if r.comparison else None}
-            for r in results]}, ensure_ascii=False))
-    else:
-        table = Table("eval", "kind", "split", "items", "gate")
-        for r in results:
-            gate = "no baseline" if r.comparison is None else ("[green]pass[/]" if r.comparison.passed else "[red]FAIL[/]")
-            table.add_row(plain(r.entry.name), plain(r.entry.kind), plain(r.report.split), str(len(r.report.rows)),
-                          gate)
-        out.print(table)
-    for r in failed:
-        err.print(plain(f"{r.entry.name}:"), highlight=False)
-        for line in r.comparison.lines() if r.comparison else []:
-            err.print(plain(f"  {line}"), highlight=False, soft_wrap=True)
-    if failed:
+    _show_suite(results, as_json, passed=None if update_baselines else problem is None)
+    _print_gate_lines(results)
+    if update_baselines:
+        err.print(plain(f"baselines written for {sum(r.baseline_written for r in results)} evals; nothing was gated"),
+                  highlight=False)
+    elif problem:
+        err.print(plain(f"suite not passed: {problem}"), highlight=False, soft_wrap=True)
         raise typer.Exit(1)
+    else:
+        err.print(plain(f"suite passed: {sum(r.comparison is not None for r in results)} gates"), highlight=False)
+
+
+def _show_suite(results: list[SuiteResult], as_json: bool, *, passed: bool | None) -> None:
+    """The run as JSON (`passed` is null when nothing was gated on purpose: --update-baselines) or a table."""
+    import json
+
+    if as_json:
+        out.print_json(json.dumps({"passed": passed, "evals": [
+            {"name": r.entry.name, "kind": r.entry.kind, "split": r.report.split, "items": len(r.report.rows),
+             "gate": r.gate, "summary": r.report.summary,
+             "regressions": [g.model_dump() for g in r.comparison.regressions] if r.comparison else None,
+             "not_comparable": r.comparison.not_comparable if r.comparison else None}
+            for r in results]}, ensure_ascii=False))
+        return
+    colour = {"pass": "green", "FAIL": "red", "not comparable": "red"}
+    table = Table("eval", "kind", "split", "items", "gate")
+    for r in results:
+        gate = f"[{colour[r.gate]}]{r.gate}[/]" if r.gate in colour else r.gate
+        table.add_row(plain(r.entry.name), plain(r.entry.kind), plain(r.report.split), str(len(r.report.rows)), gate)
+    out.print(table)
+
+
+def _print_gate_lines(results: list[SuiteResult]) -> None:
+    """What each comparison has to say, for passing entries too (a note on a pass is still news)."""
+    for r in results:
+        lines = r.comparison.lines() if r.comparison else []
+        if lines:
+            err.print(plain(f"{r.entry.name}:"), highlight=False)
+        for line in lines:
+            err.print(plain(f"  {line}"), highlight=False, soft_wrap=True)

@@ -4,7 +4,8 @@ the split it ran on, and a gate against a baseline report of the same eval.
 A report is JSON (`EvalReport.model_dump_json`) and Markdown (`to_markdown`). `compare` checks the
 gated metrics against a baseline: a metric that moved the wrong way by more than the tolerance is
 a regression; the rows that passed in the baseline and fail now are listed with it, so a failed
-gate says which items broke.
+gate says which items broke. A run with another number of items than its baseline (a `--limit`,
+changed data) is not comparable with it, and that is not a pass whatever its figures say.
 """
 
 from __future__ import annotations
@@ -80,14 +81,16 @@ class Comparison(BaseModel):
     regressions: list[Regression] = Field(default_factory=list)
     broken_rows: list[dict[str, Any]] = Field(default_factory=list, description="ok in the baseline, failing now")
     fixed_rows: int = 0
+    not_comparable: str | None = Field(None, description="why the run cannot be judged against the baseline")
     warnings: list[str] = Field(default_factory=list)
 
     @property
     def passed(self) -> bool:
-        return not self.regressions
+        return not self.regressions and self.not_comparable is None
 
     def lines(self, *, max_rows: int = 30) -> list[str]:
-        out = list(self.warnings)
+        out = [f"not comparable: {self.not_comparable}"] if self.not_comparable else []
+        out += self.warnings
         for r in self.regressions:
             word = "dropped" if r.direction == "higher" else "rose"
             out.append(f"REGRESSION {r.metric}: {word} from {r.baseline} to {r.current}")
@@ -125,14 +128,17 @@ def load_report(path: Path | str) -> EvalReport:
 def compare(current: EvalReport, baseline: EvalReport, tolerance: float) -> Comparison:
     """Regressions of `current` against `baseline`: each gated metric may move the wrong way by at
     most `tolerance` (absolute). A gated metric the baseline has and the current report lacks (or
-    reports as None) is a regression too."""
+    reports as None) is a regression too. Another number of rows makes the two not comparable (a
+    pass rate of 1 item says nothing against one of 11); the metrics are still compared, for the
+    record."""
     if current.kind != baseline.kind:
         raise CogragError(f"baseline is a {baseline.kind!r} report, this is {current.kind!r}")
     if current.split != baseline.split:
         raise CogragError(f"baseline ran on split {baseline.split!r}, this run on {current.split!r}")
     result = Comparison()
     if len(current.rows) != len(baseline.rows):
-        result.warnings.append(f"note: {len(current.rows)} rows now, {len(baseline.rows)} in the baseline")
+        result.not_comparable = (f"{_items(len(current.rows))} against {len(baseline.rows)} in the baseline "
+                                 "(another --limit or other data; gate it only against a baseline of the same run)")
     gates = {**baseline.gates, **current.gates}
     for metric, direction in gates.items():
         base = baseline.summary.get(metric)
@@ -153,6 +159,10 @@ def compare(current: EvalReport, baseline: EvalReport, tolerance: float) -> Comp
         elif was is False and row.get("ok") is True:
             result.fixed_rows += 1
     return result
+
+
+def _items(n: int) -> str:
+    return f"{n} item" if n == 1 else f"{n} items"
 
 
 def _row_key(row: dict[str, Any]) -> str:
