@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from cograg.answer.contract import answer_sentences, markers_in, strip_markers
+from cograg.answer.refusal import MODEL_FAILED
 from cograg.errors import CogragError
 from cograg.eval.records import load_objects, shown, text_problem
 from cograg.eval.scoring import contains_gold, exact_match, f1
@@ -119,10 +120,36 @@ def alce_citations(judge: ClaimJudge, answer: str, cited_text: dict[str, str], q
     return counts
 
 
+JUDGE_FAILED = "judge failed"  # how the verifier's reason begins for a claim its judge could not judge
+
+
+def turn_error(resp: Any) -> str | None:
+    """Why the turn failed, or None when it ended as designed (an answer, a refusal, a clarifying
+    question). A failure is no refusal: the model failing says nothing about the sources, so it
+    must not score as a correct refusal of an unanswerable question. Read from the response's
+    structured fields, never its wording: the answerer's refusal reason (`notes`, MODEL_FAILED),
+    the fallback chain (`explain["modes_tried"]`: it ends CLARIFY after a mode failed), and the
+    verifier's verdicts (a claim rejected because its judge failed)."""
+    if not resp.fallback:  # an answer was delivered: whatever failed on the way, the turn did not
+        return None
+    failed = next((n for n in resp.notes if n.startswith(MODEL_FAILED)), None)
+    if failed:
+        return failed
+    modes = [m for m in (resp.explain or {}).get("modes_tried", []) if not m.get("ok", True)]
+    if modes and resp.route == "CLARIFY":
+        return "fallback chain ended: " + "; ".join(f"{m.get('mode')}: {m.get('reason', '')}" for m in modes)[:300]
+    judged = next((c.reason for c in resp.claims if not c.kept and c.reason.startswith(JUDGE_FAILED)), None)
+    if judged:
+        return f"verifier {judged}"
+    return None
+
+
 def answer_row(item: QAItem, resp: Any, *, latency_s: float, tokens: int, judge: ClaimJudge | None,
                chunk_text: Callable[[str], str | None]) -> dict[str, Any]:
-    """One report row for one answered question (`resp` is an AnswerResponse)."""
+    """One report row for one answered question (`resp` is an AnswerResponse). A turn that failed
+    (`turn_error`) is an error row: not ok, whether or not the question was answerable."""
     answered = not resp.fallback
+    error = turn_error(resp)
     prediction = strip_markers(resp.answer) if answered else ""
     row: dict[str, Any] = {"id": item.id, "question": item.question, "lang": item.lang, "answerable": item.answerable,
                            "answered": answered, "route": resp.route, "mode": resp.mode,
@@ -132,15 +159,28 @@ def answer_row(item: QAItem, resp: Any, *, latency_s: float, tokens: int, judge:
     if item.answerable:
         row |= {"exact_match": exact_match(item.answers, prediction, item.lang),
                 "f1": round(f1(item.answers, prediction, item.lang), 4),
-                "contains_gold": contains_gold(item.answers, prediction)}
+                "contains_gold": contains_gold(item.answers, prediction, item.question)}
         row["ok"] = row["contains_gold"]
     else:
         row["ok"] = not answered
+    if error is not None:
+        row |= {"ok": False, "error": error}
     if answered and item.answerable and judge is not None:
         cited = {c.id: chunk_text(c.chunk_id) or "" for c in resp.citations}
         row |= alce_citations(judge, resp.answer, cited, item.question).model_dump()
     row["answer"] = resp.answer[:500]
     return row
+
+
+def error_row(item: QAItem, exc: Exception, *, latency_s: float) -> dict[str, Any]:
+    """The row of a question whose turn raised: no answer, scored as wrong (the eval goes on, and
+    the summary counts it among `errors`)."""
+    row: dict[str, Any] = {"id": item.id, "question": item.question, "lang": item.lang, "answerable": item.answerable,
+                           "answered": False, "route": "ERROR", "mode": None, "latency_s": round(latency_s, 3),
+                           "tokens": 0, "hallucinated_ids_proposed": 0, "hallucinated_ids_delivered": 0}
+    if item.answerable:
+        row |= {"exact_match": 0.0, "f1": 0.0, "contains_gold": False}
+    return row | {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:300], "answer": ""}
 
 
 def evaluate_answers(items: Sequence[QAItem], ask: Callable[[str], Any], trace: Callable[[str], dict[str, Any]],
@@ -149,14 +189,18 @@ def evaluate_answers(items: Sequence[QAItem], ask: Callable[[str], Any], trace: 
     rows = []
     for i, item in enumerate(items, start=1):
         started = time.perf_counter()
-        resp = ask(item.question)
-        latency = time.perf_counter() - started
         try:
-            calls = trace(resp.trace_id).get("model_calls", []) if resp.trace_id else []
-        except CogragError:  # a turn that stored no trace (none made a model call)
-            calls = []
-        tokens = sum(c.get("prompt_tokens", 0) + c.get("completion_tokens", 0) for c in calls)
-        rows.append(answer_row(item, resp, latency_s=latency, tokens=tokens, judge=judge, chunk_text=chunk_text))
+            resp = ask(item.question)
+        except Exception as exc:  # noqa: BLE001 - one failed turn is an error row, not the end of the eval
+            rows.append(error_row(item, exc, latency_s=time.perf_counter() - started))
+        else:
+            latency = time.perf_counter() - started
+            try:
+                calls = trace(resp.trace_id).get("model_calls", []) if resp.trace_id else []
+            except CogragError:  # a turn that stored no trace (none made a model call)
+                calls = []
+            tokens = sum(c.get("prompt_tokens", 0) + c.get("completion_tokens", 0) for c in calls)
+            rows.append(answer_row(item, resp, latency_s=latency, tokens=tokens, judge=judge, chunk_text=chunk_text))
         if progress:
             progress("answers", i, len(items))
     return rows
@@ -167,8 +211,11 @@ def _mean(values: list[float]) -> float | None:
 
 
 def summarise_answers(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The report's summary. Error rows (a failed turn) stay in every denominator and count as
+    wrong: not answered, no gold, and no correct refusal of an unanswerable question."""
     answerable = [r for r in rows if r["answerable"]]
     unanswerable = [r for r in rows if not r["answerable"]]
+    errors = [r for r in rows if r.get("error")]
     statements = sum(r.get("statements", 0) for r in answerable)
     citations = sum(r.get("citations", 0) for r in answerable)
     summary: dict[str, Any] = {
@@ -177,7 +224,11 @@ def summarise_answers(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "f1": _mean([r["f1"] for r in answerable]),
         "contains_gold": _mean([float(r["contains_gold"]) for r in answerable]),
         "answered_rate": _mean([float(r["answered"]) for r in answerable]),
-        "refusal_unanswerable": _mean([float(not r["answered"]) for r in unanswerable]),
+        "refusal_unanswerable": _mean([float(not r["answered"] and not r.get("error")) for r in unanswerable]),
+        "errors": len(errors),
+        "error_rate": round(len(errors) / len(rows), 4) if rows else None,
+        "errors.answerable": sum(r["answerable"] for r in errors),
+        "errors.unanswerable": sum(not r["answerable"] for r in errors),
         "citation_recall": round(sum(r.get("supported", 0) for r in answerable) / statements, 4) if statements else None,
         "citation_precision": (round(sum(r.get("relevant_citations", 0) for r in answerable) / citations, 4)
                                if citations else None),
@@ -201,6 +252,7 @@ def summarise_answers(rows: list[dict[str, Any]]) -> dict[str, Any]:
         mine = [r for r in rows if route_of(r) == route]
         summary[f"route.{route}.questions"] = len(mine)
         summary[f"route.{route}.answered"] = sum(r["answered"] for r in mine)
+        summary[f"route.{route}.errors"] = sum(bool(r.get("error")) for r in mine)
         summary[f"route.{route}.latency_median_s"] = round(statistics.median(r["latency_s"] for r in mine), 3)
         summary[f"route.{route}.tokens_mean"] = round(statistics.mean(r["tokens"] for r in mine), 1)
     return summary
@@ -208,4 +260,4 @@ def summarise_answers(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 ANSWER_GATES = {"exact_match": "higher", "f1": "higher", "contains_gold": "higher", "answered_rate": "higher",
                 "refusal_unanswerable": "higher", "citation_recall": "higher", "citation_precision": "higher",
-                "hallucinated_ids_delivered": "lower"}
+                "hallucinated_ids_delivered": "lower", "error_rate": "lower"}
