@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import sys
 import typing
 from collections.abc import Callable
 from pathlib import Path
@@ -33,8 +34,10 @@ app.add_typer(docs_app, name="docs")
 eval_app = typer.Typer(help="Evaluate retrieval and answers.", no_args_is_help=True)
 app.add_typer(eval_app, name="eval")
 
-out = Console()
-err = Console(stderr=True)
+# emoji off: rich would print a file name "a:x:b.md" or a passage "root:x:0:0" with a cross emoji for
+# ":x:"; soft wrap when piped: a line is not broken at 80 columns for a script or a log reading it
+out = Console(emoji=False, soft_wrap=not sys.stdout.isatty())
+err = Console(stderr=True, emoji=False, soft_wrap=not sys.stderr.isatty())
 F = TypeVar("F", bound=Callable[..., Any])
 
 def _store_dir(value: str | None) -> Path | None:
