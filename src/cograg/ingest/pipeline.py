@@ -24,6 +24,7 @@ from cograg.ingest import files, loaders
 from cograg.ingest.chunking import chunk_block
 from cograg.ingest.models import Block, IngestSummary, LoadedDocument, SkippedFile
 from cograg.ingest.normalize import normalize
+from cograg.ingest.sync import RootKind, SourceState, root_kind, source_state
 from cograg.ingest.tokens import count_tokens
 
 # Bump when loaders/normalisation change output, so stored documents are re-chunked.
@@ -45,7 +46,7 @@ class ProgressEvent:
     files_done: int
     files_total: int
     chunks_written: int
-    outcome: str  # added | updated | unchanged | skipped | metadata | embedding
+    outcome: str  # added | updated | unchanged | deleted | skipped | metadata | embedding
     passages_embedded: int = 0
 
 
@@ -156,15 +157,21 @@ class Ingestor:
         known_roots = set(self.store.roots())
         work: list[tuple[Path, Path, str | None]] = []  # (root, file, walk problem)
         vanished_roots: list[Path] = []
+        dir_roots: list[Path] = []
         for root in roots:
             if not files.utf8_path(root):
                 raise IngestError(f"path is not valid UTF-8: {files.readable_path(root)}")
-            if not root.exists() and not root.is_symlink():
+            kind, why = root_kind(root)
+            if kind is RootKind.UNREADABLE:
+                self._skip(root, why)  # cannot tell what is there: touch nothing under it
+                continue
+            if kind is RootKind.MISSING:
                 if str(root) in known_roots or self.store.list_documents(under=str(root)):
                     vanished_roots.append(root)
                     continue
                 raise IngestError(f"path not found: {root}")
-            if root.is_dir():
+            if kind is RootKind.DIR:
+                dir_roots.append(root)
                 work.extend((root, f, why) for f, why in files.walk_files(root) if not self._in_store(root, f))
             else:
                 work.append((root, root, None))
@@ -185,18 +192,43 @@ class Ingestor:
         self._write_pending()
 
         for root in roots:
-            if root in vanished_roots or root.is_dir():
-                for doc in self.store.list_documents(under=str(root)):
-                    if doc.source_path not in seen and not Path(doc.source_path).exists():
-                        if self.store.delete_document(doc.doc_id):
-                            self.summary.deleted += 1
+            if root in vanished_roots or root in dir_roots:
+                self._sweep(root, seen)
             if root in vanished_roots:
                 self.store.remove_root(str(root))
-            elif root.is_dir():
+            elif root in dir_roots:
                 self.store.add_root(str(root), tags=self.tags, acl=self.acl)
         self.summary.chunks = self.store.count_chunks()
         self.summary.elapsed_s = round(time.monotonic() - started, 3)
         return self.summary
+
+    def _sweep(self, root: Path, seen: set[str]) -> None:
+        """Delete the stored documents under `root` that the walk did not meet and whose source is
+        gone (see :mod:`cograg.ingest.sync`); one that cannot be checked now is kept, reported."""
+        for doc in self.store.list_documents(under=str(root)):
+            if doc.source_path in seen:
+                continue
+            seen.add(doc.source_path)  # nested roots: checked and reported once
+            state, why = source_state(doc.source_path)
+            if state is SourceState.GONE:
+                self._delete(doc)
+            elif state is SourceState.UNKNOWN:
+                self._skip(Path(doc.source_path), why)
+
+    def _delete(self, doc: Document) -> str:
+        if self.store.delete_document(doc.doc_id):
+            self.summary.deleted += 1
+        return "deleted"
+
+    def _failed(self, path: Path, reason: str, existing: Document | None) -> str:
+        """A file that could not be synced. Its stored document is deleted if the source is no
+        longer a file (broken symlink, folder, FIFO): the document is gone, not unreadable. A
+        still-regular file keeps its stored version: the failure may be transient."""
+        if existing is None:
+            return self._skip(path, reason)
+        if source_state(path)[0] is SourceState.GONE:
+            return self._delete(existing)
+        return self._skip(path, reason + "; previous version kept")
 
     def _in_store(self, root: Path, path: Path) -> bool:
         """Whether `path` is the store's own (its database, policy, uploads) found by walking a
@@ -246,17 +278,14 @@ class Ingestor:
 
     def _one(self, root: Path, path: Path, problem: str | None) -> str | None:
         """Sync one file; None when its write waits for the embeddings of its texts."""
-        if problem is not None:
-            return self._skip(path, problem)
         source = str(path)
-        existing = self.store.get_document_by_path(source)
+        existing = self.store.get_document_by_path(source) if files.utf8_path(source) else None
+        if problem is not None:
+            return self._failed(path, problem, existing)
         try:
             info = files.inspect_file(path, int(self.settings.max_file_mb * 1e6))
         except LoaderError as exc:
-            reason = str(exc)
-            if existing is not None:
-                reason += "; previous version kept"
-            return self._skip(path, reason)
+            return self._failed(path, str(exc), existing)
         config = self.settings.chunking_for(_doc_type_for(info.fmt))
         signature = chunker_signature(config)
         tags, acl = self._metadata_for(root, existing)
@@ -267,7 +296,11 @@ class Ingestor:
             chunker=signature, chunk_count=0, metadata={},
         )
         if existing is not None and existing.content_hash == info.sha256 and existing.chunker == signature:
-            if existing.tags == tags and existing.acl == acl and existing.root == str(root):
+            if existing.tags == tags and existing.acl == acl:
+                if existing.root != str(root):
+                    # reached from another (nested) root: the root it was last synced under is
+                    # recorded, but nothing a reader sees changed, so it is not an update
+                    self.store.update_document_metadata(existing.model_copy(update={"root": str(root)}))
                 self.summary.unchanged += 1
                 return "unchanged"
             doc = existing.model_copy(update={"tags": tags, "acl": acl, "root": str(root),
@@ -286,9 +319,9 @@ class Ingestor:
             if self._filler.active:
                 self._embed_ahead(pending)
         except LoaderError as exc:
-            return self._skip(path, str(exc) + ("; previous version kept" if existing is not None else ""))
+            return self._failed(path, str(exc), existing)
         except (UnicodeDecodeError, OSError, ValueError, RecursionError, MemoryError) as exc:
-            return self._skip(path, _error_reason(exc, existing))
+            return self._failed(path, _error_reason(exc), existing)
         if not self._filler.active:
             return self._write(pending)  # nothing to embed: written straight away, streaming
         self._pending.append(pending)
@@ -342,9 +375,9 @@ class Ingestor:
                 if writer.count == 0:
                     raise LoaderError("no text content after normalisation")
         except LoaderError as exc:
-            return self._skip(p.path, str(exc) + ("; previous version kept" if existing is not None else ""))
+            return self._failed(p.path, str(exc), existing)
         except (UnicodeDecodeError, OSError, ValueError, RecursionError, MemoryError) as exc:
-            return self._skip(p.path, _error_reason(exc, existing))
+            return self._failed(p.path, _error_reason(exc), existing)
         for w in p.loaded.warnings:
             self.summary.warnings.append(SkippedFile(path=doc.source_path, reason=w))
         self.summary.chunks_written += doc.chunk_count
@@ -355,9 +388,8 @@ class Ingestor:
         return "updated"
 
 
-def _error_reason(exc: BaseException, existing: Document | None) -> str:
-    reason = f"{type(exc).__name__}: {exc}"[:300]
-    return reason + "; previous version kept" if existing is not None else reason
+def _error_reason(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"[:300]
 
 
 def _doc_type_for(fmt: str) -> str:
