@@ -26,14 +26,27 @@ class PassageEmbedder(Protocol):
     def embed_passages(self, texts: list[str]) -> np.ndarray: ...
 
 
+MAX_CONTEXT_PART = 200  # characters of the title, and of each heading, prefixed to a chunk
+MAX_CONTEXT = 400  # characters of the whole prefix
+
+
 def index_text(chunk: Chunk, title: str) -> str:
-    """What is indexed for a chunk: its title and heading path give context the text may lack."""
+    """What is indexed for a chunk: its title and heading path give context the text may lack.
+
+    The prefix is repeated in every chunk of a document, so it is bounded: a one-megabyte heading
+    would otherwise be indexed (and embedded) once per chunk, making time and store size quadratic.
+    Titles and headings of ordinary length are prefixed whole, as before.
+    """
     context = [title] if title else []
     context += [h for h in chunk.heading_path if h and h != title]
-    head = " › ".join(context)
+    head = _clip(" › ".join(_clip(part, MAX_CONTEXT_PART) for part in context), MAX_CONTEXT)
     if head and not chunk.text.startswith(head):
         return f"{head}\n{chunk.text}"
     return chunk.text
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit - 1].rstrip() + "…"
 
 
 def text_hash(text: str) -> str:

@@ -242,6 +242,17 @@ def title_from_name(path: Path) -> str:
     return path.stem.replace("_", " ").strip() or path.name
 
 
+MAX_HEADING_CHARS = 200
+
+
+def short_heading(text: str) -> str:
+    """A title or heading as kept in a document's title and its chunks' heading paths: these are
+    repeated in every chunk, so a heading of a megabyte would make the store grow quadratically."""
+    if len(text) <= MAX_HEADING_CHARS:
+        return text
+    return text[:MAX_HEADING_CHARS - 1].rstrip() + "…"
+
+
 
 def readable_path(path: Path | str) -> str:
     """`path` as text that can be stored and printed (`cograg.text.readable`)."""
@@ -258,43 +269,79 @@ def is_hidden(name: str) -> bool:
 
 
 def walk_files(root: Path) -> Iterator[tuple[Path, str | None]]:
-    """Files under `root` as (path, None), or (path, reason) for entries that cannot be walked.
-    Directory symlinks are followed once; a cycle is reported instead of followed."""
+    """Files under `root` as (path, None), or (path, reason) for entries that cannot be walked, in
+    sorted depth-first order. Symlinks (to files or folders) are followed only where their resolved
+    target lies inside `root`; one leading outside is skipped with a reason, so a link to /etc or
+    /proc/<pid>/root never brings outside data in. A folder reached twice (a link cycle) is reported
+    instead of followed. The walk is iterative, so nesting depth is bounded only by the filesystem."""
+    inside = _Confinement(root)
     seen: set[tuple[int, int]] = set()
-
-    def visit(d: Path) -> Iterator[tuple[Path, str | None]]:
+    stack: list[Iterator[os.DirEntry[str]]] = []
+    problem = _enter(root, seen, stack)
+    if problem is not None:
+        yield problem
+    while stack:
+        entry = next(stack[-1], None)
+        if entry is None:
+            stack.pop()
+            continue
+        if is_hidden(entry.name):
+            continue
+        p = Path(entry.path)
         try:
-            st = d.stat()
+            is_dir = entry.is_dir(follow_symlinks=True)
         except OSError as exc:
-            yield d, _os_reason(exc)
-            return
-        key = (st.st_dev, st.st_ino)
-        if key in seen:
-            yield d, "symlink loop (directory already visited)"
-            return
-        seen.add(key)
-        try:
-            entries = sorted(os.scandir(d), key=lambda e: e.name)
-        except OSError as exc:
-            yield d, _os_reason(exc)
-            return
-        for entry in entries:
-            if is_hidden(entry.name):
-                continue
-            p = Path(entry.path)
+            yield p, _os_reason(exc)
+            continue
+        if entry.is_symlink() and (problem := inside.link_problem(p)) is not None:
+            yield p, problem
+        elif is_dir:
+            problem = _enter(p, seen, stack)
+            if problem is not None:
+                yield problem
+        elif entry.is_symlink() and not p.exists():
             try:
-                is_dir = entry.is_dir(follow_symlinks=True)
+                p.stat()
             except OSError as exc:
                 yield p, _os_reason(exc)
-                continue
-            if is_dir:
-                yield from visit(p)
-            elif entry.is_symlink() and not p.exists():
-                try:
-                    p.stat()
-                except OSError as exc:
-                    yield p, _os_reason(exc)
-            else:
-                yield p, None
+        else:
+            yield p, None
 
-    yield from visit(root)
+
+def _enter(d: Path, seen: set[tuple[int, int]], stack: list[Iterator[os.DirEntry[str]]]
+           ) -> tuple[Path, str] | None:
+    """Push folder `d`'s sorted entries onto `stack`; the skip for `d` when it cannot be listed or
+    was already visited (the stat key, not the path, catches cycles through symlinks)."""
+    try:
+        st = d.stat()
+    except OSError as exc:
+        return d, _os_reason(exc)
+    key = (st.st_dev, st.st_ino)
+    if key in seen:
+        return d, "symlink loop (directory already visited)"
+    seen.add(key)
+    try:
+        with os.scandir(d) as it:
+            entries = sorted(it, key=lambda e: e.name)
+    except OSError as exc:
+        return d, _os_reason(exc)
+    stack.append(iter(entries))
+    return None
+
+
+class _Confinement:
+    """Whether a symlink's fully resolved target lies within the (resolved) walk root."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = os.path.realpath(root)
+        self.shown = readable_path(root)
+
+    def link_problem(self, link: Path) -> str | None:
+        """The skip reason for `link`, or None when it may be followed."""
+        try:  # non-strict: a dangling link resolves to where it points
+            target = os.path.realpath(link)
+        except OSError as exc:  # a link that cannot be read (/proc/<pid>/exe of a kernel thread)
+            return _os_reason(exc)
+        if target == self.root or target.startswith(self.root.rstrip(os.sep) + os.sep):
+            return None
+        return f"symlink leads outside {self.shown}"

@@ -18,7 +18,8 @@ from markdown_it import MarkdownIt
 
 from cograg.errors import LoaderError
 from cograg.ingest.code_units import load_code
-from cograg.ingest.files import FileInfo, inspect_file, read_text, stream_text, title_from_name
+from cograg.ingest.files import (FileInfo, inspect_file, read_text, short_heading, stream_text,
+                                 title_from_name)
 from cograg.ingest.models import Block, LoadedDocument
 from cograg.ingest.records import load_csv, load_json, load_jsonl
 from cograg.text import MARKDOWN_BLOCK_LINE
@@ -34,7 +35,10 @@ def load_text(info: FileInfo) -> LoadedDocument:
 
 
 _md = MarkdownIt("commonmark").enable("table")
-_FRONT_MATTER = re.compile(r"\A---\s*\n(.*?)\n---\s*\n", re.S)
+# markdown-it ends a line at \r\n, a lone \r or \n (its normalize rule); token line numbers
+# (`tok.map`) count lines that way, so offsets must too, or old-Mac text maps past the end
+_LINE_BREAK = re.compile(r"\r\n?|\n")
+_FRONT_MATTER = re.compile(r"\A---\s*?(?:\r\n?|\n)(.*?)(?:\r\n?|\n)---[^\S\r\n]*(?:\r\n?|\n)", re.S)
 
 
 def markdown_sections(text: str) -> tuple[str | None, list[Block]]:
@@ -47,15 +51,17 @@ def markdown_sections(text: str) -> tuple[str | None, list[Block]]:
         body_start = fm.end()
         for line in fm.group(1).splitlines():
             if line.lower().startswith("title:"):
-                title = line.split(":", 1)[1].strip().strip("\"'") or None
-    line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
+                title = short_heading(line.split(":", 1)[1].strip().strip("\"'")) or None
+    line_starts = [0] + [m.end() for m in _LINE_BREAK.finditer(text)]
     tokens = _md.parse(text[body_start:])
     heads: list[tuple[int, int, str]] = []  # (char offset, level, heading text)
-    first_line = text.count("\n", 0, body_start)
+    first_line = len(_LINE_BREAK.findall(text, 0, body_start))
     for i, tok in enumerate(tokens):
         if tok.type == "heading_open" and tok.map:
             level = int(tok.tag[1])
-            inline = tokens[i + 1].content.strip()
+            # the heading's full text stays in its section's text; the path and title carry a bounded
+            # copy, as they are repeated in every chunk of the section
+            inline = short_heading(tokens[i + 1].content.strip())
             heads.append((line_starts[tok.map[0] + first_line], level, inline))
             if title is None and level == 1:
                 title = inline
@@ -71,7 +77,7 @@ def markdown_sections(text: str) -> tuple[str | None, list[Block]]:
             stack.append((level, head))
         seg_start = pending_start if pending_start is not None else start
         body = text[start:end]
-        only_heading = level and body.strip().count("\n") == 0 and idx + 1 < len(bounds)
+        only_heading = level and not _LINE_BREAK.search(body.strip()) and idx + 1 < len(bounds)
         if only_heading and bounds[idx + 1][1] > level:
             pending_start = seg_start if pending_start is not None else start
             continue
@@ -197,7 +203,30 @@ LOADERS: dict[str, Callable[[FileInfo], LoadedDocument]] = {
 
 
 def load(info: FileInfo) -> LoadedDocument:
-    return LOADERS[info.fmt](info)
+    """Load one file. A loader's unexpected error (a bug, or input no one foresaw) becomes a
+    LoaderError, here or while its blocks stream, so it skips this file instead of ending the run."""
+    try:
+        loaded = LOADERS[info.fmt](info)
+    except LoaderError:
+        raise
+    except Exception as exc:
+        raise _unexpected(exc) from exc
+    loaded.blocks = _guarded(loaded.blocks)
+    return loaded
+
+
+def _guarded(blocks: Iterator[Block]) -> Iterator[Block]:
+    try:
+        yield from blocks
+    except LoaderError:
+        raise
+    except Exception as exc:
+        raise _unexpected(exc) from exc
+
+
+def _unexpected(exc: Exception) -> LoaderError:
+    # the same wording the pipeline gives the errors it catches itself
+    return LoaderError(f"{type(exc).__name__}: {exc}"[:300])
 
 
 __all__ = ["LOADERS", "FileInfo", "LoadedDocument", "inspect_file", "load"]

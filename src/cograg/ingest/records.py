@@ -10,7 +10,7 @@ import json
 from collections.abc import Iterator
 
 from cograg.errors import LoaderError
-from cograg.ingest.files import FileInfo, open_binary, read_text, title_from_name
+from cograg.ingest.files import FileInfo, open_binary, read_text, short_heading, title_from_name
 from cograg.ingest.models import Block, LoadedDocument
 
 _TEXT_FIELDS = ("text", "content", "body", "abstract", "description", "paragraph", "passage")
@@ -32,7 +32,7 @@ def render_record(record: object) -> tuple[str, dict[str, object]]:
     if text_key:
         title_key = next((k for k in _TITLE_FIELDS if isinstance(record.get(k), str) and record[k].strip()), None)
         if title_key:
-            meta["title"] = record[title_key]
+            meta["title"] = short_heading(record[title_key])  # in each chunk's metadata; full in text
         text = (f"{record[title_key]}\n{record[text_key]}" if title_key else record[text_key])
         return text, meta
     lines = []
