@@ -2,6 +2,10 @@
 JavaScript and Go by tree-sitter), each unit a block headed by what it is ("def load", "class
 Store"), module-level code between them grouped; a file that does not parse stays one block, with a
 warning, and other languages are one block.
+
+A source file over `MAX_CODE_MB` is skipped with that reason before it is read: parsing and
+chunking code cost far more than its size (an 8 MB file took minutes and gigabytes), and files that
+large are minified bundles, amalgamations or generated tables, whose chunks are noise in retrieval.
 """
 
 from __future__ import annotations
@@ -9,11 +13,19 @@ from __future__ import annotations
 import ast
 import re
 
+from cograg.errors import LoaderError
 from cograg.ingest.files import CODE_LANGUAGE, FileInfo, read_text
 from cograg.ingest.models import Block, LoadedDocument
 
+# Largest source file split into units, in MB. Measured (benchmarks/code_ingest.py, busy 2-core box,
+# linear offsets): small JS functions 2.5 MB 8 s / 195 MB RSS, 8 MB 40 s / 440 MB; one long
+# expression (a minified bundle's shape) 1 MB 12 s / 285 MB. Hand-written source files stay far
+# below 1 MB, so a bigger one is generated or minified: skipped, not parsed. As .txt it would ingest.
+MAX_CODE_MB = 2.0
+
 
 def load_code(info: FileInfo) -> LoadedDocument:
+    _check_size(info)
     text = read_text(info)
     ext = info.path.suffix.lower()
     language = CODE_LANGUAGE.get(ext, "generic")
@@ -36,6 +48,13 @@ def load_code(info: FileInfo) -> LoadedDocument:
                   for s, e, hp in units if text[s:e].strip()]
     return LoadedDocument("code", info.path.name, iter(blocks),
                           metadata={"language": language}, warnings=warnings)
+
+
+def _check_size(info: FileInfo) -> None:
+    """Refuse a source file over MAX_CODE_MB before reading it (see the module docstring: why)."""
+    if info.size > MAX_CODE_MB * 1e6:
+        raise LoaderError(f"code file too large to split ({info.size / 1e6:.1f} MB > {MAX_CODE_MB:g} MB, "
+                          "MAX_CODE_MB in cograg.ingest.code_units); likely minified or generated")
 
 
 def _python_units(text: str) -> list[tuple[int, int, tuple[str, ...]]]:
@@ -82,8 +101,7 @@ def _tree_sitter_units(text: str, language: str) -> list[tuple[int, int, tuple[s
     if tree.root_node.has_error:
         raise SyntaxError(f"{language} syntax error")
 
-    def char_at(byte: int) -> int:
-        return len(data[:byte].decode("utf-8", errors="ignore"))
+    char_at = _CharOffsets(data, len(text))
 
     units: list[tuple[int, int, tuple[str, ...]]] = []
     cursor = 0
@@ -103,6 +121,32 @@ def _tree_sitter_units(text: str, language: str) -> list[tuple[int, int, tuple[s
     if cursor < len(text):
         units.append((cursor, len(text), ("module",)))
     return units
+
+
+# UTF-8 continuation bytes (0b10xxxxxx): every other byte starts one character
+_CONTINUATION = bytes(range(0x80, 0xC0))
+
+
+class _CharOffsets:
+    """Character offset of a byte offset into UTF-8 `data`, tree-sitter's unit boundaries being in
+    bytes. Queries come nearly in order (a unit, the comments just above it, the next unit), so each
+    one counts only the characters between it and the previous query: linear in the file overall,
+    where decoding from the start each time made a file of many small functions quadratic."""
+
+    def __init__(self, data: bytes, n_chars: int) -> None:
+        self._data = data
+        self._ascii = len(data) == n_chars  # then bytes are characters
+        self._byte = 0
+        self._char = 0
+
+    def __call__(self, byte: int) -> int:
+        if self._ascii:
+            return byte
+        lo, hi = sorted((self._byte, byte))
+        chars = len(self._data[lo:hi].translate(None, _CONTINUATION))
+        self._char += chars if byte >= self._byte else -chars
+        self._byte = byte
+        return self._char
 
 
 def _ts_label(node) -> str:  # type: ignore[no-untyped-def]
