@@ -22,7 +22,7 @@ from typing import Any
 
 from cograg.control.models import CancelToken, SubTask, TaskResult
 from cograg.models import ModelError
-from cograg.trace import with_role
+from cograg.orchestrator.turn import CheckedLLM
 
 
 class Cancelled(ModelError):
@@ -39,28 +39,11 @@ def check(*tokens: CancelToken | None) -> None:
             raise Cancelled(f"not made: the attempt was cancelled ({token.reason or 'cancelled'})")
 
 
-class GuardedLLM:
+class GuardedLLM(CheckedLLM):
     """`llm`, refusing a new call once one of `tokens` is cancelled; anything else is the model's own."""
 
     def __init__(self, llm: Any, tokens: Tokens) -> None:
-        self.llm = llm
-        self.tokens = tokens
-
-    def chat(self, messages: list[Any], **kw: Any) -> Any:
-        check(*self.tokens)
-        return self.llm.chat(messages, **kw)
-
-    def chat_json(self, messages: list[Any], schema: Any, **kw: Any) -> Any:
-        check(*self.tokens)
-        return self.llm.chat_json(messages, schema, **kw)
-
-    def for_role(self, role: str) -> GuardedLLM:
-        return GuardedLLM(with_role(self.llm, role), self.tokens)
-
-    def __getattr__(self, name: str) -> Any:
-        if name in ("llm", "tokens"):  # not set yet (a copy being built): no recursion
-            raise AttributeError(name)
-        return getattr(self.llm, name)
+        super().__init__(llm, functools.partial(check, *tokens))
 
 
 class _GuardedJudge:

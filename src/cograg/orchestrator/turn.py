@@ -56,35 +56,50 @@ def guard(fn: Callable[[], T], mode: str) -> T:
         raise ModeFailed(f"{mode}: {type(exc).__name__}: {exc}") from exc
 
 
-class BudgetedLLM:
-    """A model handle that makes no call once its turn's token account is spent: ModelError
-    instead, which the caller handles as any failed call (the planner skips its repair, the
-    synthesizer falls back to the task statements). The account is checked before each call; a
-    call that starts within the budget may end past it."""
+class CheckedLLM:
+    """A model handle that calls `before()` ahead of every new call; `before` raises (a ModelError)
+    to refuse it, which the caller handles as any failed call. A call already running is not
+    stopped: no backend can be interrupted mid-call. Everything else is the wrapped model's. One
+    wrapper for the turn's budget (`BudgetedLLM`) and a plan node's cancel tokens
+    (`task_guard.GuardedLLM`)."""
 
-    def __init__(self, llm: Any, turn: Turn) -> None:
+    def __init__(self, llm: Any, before: Callable[[], None]) -> None:
         self.llm = llm
-        self.turn = turn
-
-    def _check(self) -> None:
-        from cograg.models import ModelError
-
-        spent = self.turn.budget_spent()
-        if spent is not None:
-            raise ModelError(f"no model call: {spent}")
+        self.before = before
 
     def chat(self, messages: list[Any], **kw: Any) -> Any:
-        self._check()
+        self.before()
         return self.llm.chat(messages, **kw)
 
     def chat_json(self, messages: list[Any], schema: Any, **kw: Any) -> Any:
-        self._check()
+        self.before()
         return self.llm.chat_json(messages, schema, **kw)
 
+    def for_role(self, role: str) -> CheckedLLM:
+        """The same model in another role, still checked (the wrapped one's for_role would not be)."""
+        from cograg.trace import with_role
+
+        return CheckedLLM(with_role(self.llm, role), self.before)
+
     def __getattr__(self, name: str) -> Any:  # name, count_tokens, prompt …: the wrapped model's
-        if name.startswith("__") or name in ("llm", "turn"):
+        if name.startswith("__") or name in ("llm", "before"):
             raise AttributeError(name)  # not half-built (copy, pickle): no recursion into self.llm
         return getattr(self.llm, name)
+
+
+class BudgetedLLM(CheckedLLM):
+    """A model handle that makes no call once its turn's token account or wall budget is spent:
+    ModelError instead (the planner skips its repair, the synthesizer falls back to the task
+    statements)."""
+
+    def __init__(self, llm: Any, turn: Turn) -> None:
+        def within_budget() -> None:
+            from cograg.models import ModelError
+
+            spent = turn.budget_spent()
+            if spent is not None:
+                raise ModelError(f"no model call: {spent}")
+        super().__init__(llm, within_budget)
 
 
 class TurnEvidence:
@@ -187,4 +202,4 @@ class Turn:
         return language_of(self.question)
 
 
-__all__ = ["BudgetedLLM", "ModeFailed", "Turn", "TurnEvidence", "TurnOptions", "guard"]
+__all__ = ["BudgetedLLM", "CheckedLLM", "ModeFailed", "Turn", "TurnEvidence", "TurnOptions", "guard"]
