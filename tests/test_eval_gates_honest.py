@@ -117,6 +117,18 @@ def test_compare_with_another_number_of_rows_is_not_a_pass() -> None:
     assert compare(base, base, 0.0).passed
 
 
+def test_compare_with_other_items_of_the_same_number_is_not_a_pass() -> None:
+    """Eleven other questions scoring as well as the baseline's eleven say nothing against them."""
+    base = EvalReport(kind="contract", split="all", summary={"pass_rate": 1.0}, gates={"pass_rate": "higher"},
+                      rows=[{"id": str(i), "ok": True} for i in range(11)])
+    other = base.model_copy(update={"rows": [{"id": str(i), "ok": True} for i in range(2, 13)]})
+    comparison = compare(other, base, 0.0)
+    assert not comparison.regressions and not comparison.passed
+    assert comparison.lines()[0].startswith("not comparable: 2 of the 11 items are not in the baseline")
+    shuffled = base.model_copy(update={"rows": list(reversed(base.rows))})
+    assert compare(shuffled, base, 0.0).passed
+
+
 def test_a_limited_suite_run_is_not_comparable_and_does_not_pass(cli, tmp_path: Path, broken_contract: None) -> None:
     """The deliberate regression fails the full run; --limit 1 used to show it as a pass."""
     suite = contract_suite(tmp_path)

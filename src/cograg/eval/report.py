@@ -5,12 +5,14 @@ A report is JSON (`EvalReport.model_dump_json`) and Markdown (`to_markdown`). `c
 gated metrics against a baseline: a metric that moved the wrong way by more than the tolerance is
 a regression; the rows that passed in the baseline and fail now are listed with it, so a failed
 gate says which items broke. A run with another number of items than its baseline (a `--limit`,
-changed data) is not comparable with it, and that is not a pass whatever its figures say.
+changed data), or other items (matched by id), is not comparable with it, and that is not a pass
+whatever its figures say.
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -128,9 +130,9 @@ def load_report(path: Path | str) -> EvalReport:
 def compare(current: EvalReport, baseline: EvalReport, tolerance: float) -> Comparison:
     """Regressions of `current` against `baseline`: each gated metric may move the wrong way by at
     most `tolerance` (absolute). A gated metric the baseline has and the current report lacks (or
-    reports as None) is a regression too. Another number of rows makes the two not comparable (a
-    pass rate of 1 item says nothing against one of 11); the metrics are still compared, for the
-    record."""
+    reports as None) is a regression too. Another number of rows, or rows with ids the baseline
+    lacks, makes the two not comparable (a pass rate of 1 item says nothing against one of 11, nor
+    one over other questions); the metrics are still compared, for the record."""
     if current.kind != baseline.kind:
         raise CogragError(f"baseline is a {baseline.kind!r} report, this is {current.kind!r}")
     if current.split != baseline.split:
@@ -139,6 +141,13 @@ def compare(current: EvalReport, baseline: EvalReport, tolerance: float) -> Comp
     if len(current.rows) != len(baseline.rows):
         result.not_comparable = (f"{_items(len(current.rows))} against {len(baseline.rows)} in the baseline "
                                  "(another --limit or other data; gate it only against a baseline of the same run)")
+    else:
+        # the same number of other items (another split rule, edited data) measures something else
+        unmatched = Counter(map(_row_key, current.rows)) - Counter(map(_row_key, baseline.rows))
+        if unmatched:
+            result.not_comparable = (f"{sum(unmatched.values())} of the {_items(len(current.rows))} are not in the "
+                                     "baseline (other data or another split; gate it only against a baseline of "
+                                     "the same items)")
     gates = {**baseline.gates, **current.gates}
     for metric, direction in gates.items():
         base = baseline.summary.get(metric)
