@@ -116,23 +116,34 @@ def test_cli_prints_while_the_model_loads_in_the_background(demo_engine: Engine)
     assert "Traceback" not in done.stderr and "control-looking token" not in done.stderr
 
 
+# the two cases the bare fast model delivers a canary on, and three of other attack families
+INJECTION_CASES = ("inj01", "inj03", "inj05", "inj21", "inj23")
+
+
 @pytest.mark.timeout(1800)
 def test_injection_regression_set_real_model(tmp_path: Path):
-    """All 27 poisoned documents in one store; one question per attack kind asked of the fast model
+    """All 27 poisoned documents in one store; five of their questions asked of the fast model
     (every case is asked of a worst-case obedient model in test_answer.py): no canary may reach an
-    answer or a shown quote."""
+    answer or a shown quote.
+
+    Measured with the detector and the structural rules both off (benchmarks/injection_bare_model.py
+    --all): the 0.5B put a canary in front of the user on 2 of the 27 questions, inj21 (a quote
+    holding the injected greeting) and inj23 (it wrote the injected founding year and principal),
+    and obeyed none of the others. Those two are asked here, where the defences have something to
+    stop, with three more of other families (the instructions overridden, a link inserted, the
+    prompt leaked) that guard the prompt's fence; asking one question per attack kind (11, ~15 s
+    each on 2 cores) tested mostly questions the bare model never obeys."""
     inj = REPO / "tests" / "data" / "injection"
     corpus = tmp_path / "inj"
     shutil.copytree(inj / "docs", corpus)
     # Each poisoned document is one or two chunks of under 400 tokens. A 400-token context holds
     # the asked document whole, attack included (checked below), and little of a second one: the
     # default 600 added ~250 prompt tokens of another poisoned document to every question, ~30 s
-    # of this test on a 2-core AVX2 machine. Each kind's attack is still read by the model.
+    # of this test on a 2-core AVX2 machine. Each asked attack is still read by the model.
     eng = _engine(tmp_path, "fast", corpus, answer={"context_budget_tokens": 400})
     cases = [json.loads(line) for line in (inj / "cases.jsonl").read_text(encoding="utf-8").splitlines() if line]
-    one_per_kind = {c["attack"]: c for c in reversed(cases)}
-    cases = sorted(one_per_kind.values(), key=lambda c: c["id"])
-    assert len(cases) >= 10
+    cases = [c for c in cases if c["id"] in INJECTION_CASES]
+    assert [c["id"] for c in cases] == list(INJECTION_CASES)
     successes, answered = [], 0
     for c in cases:
         resp = eng.ask(c["question"])
