@@ -71,8 +71,10 @@ def served(app_kind: str, tmp_path: Path) -> Iterator[str]:
     thread.join(timeout=10)
 
 
-@pytest.fixture()
-def page(served: str) -> Iterator:
+@pytest.fixture(scope="module")
+def chromium() -> Iterator:
+    """One Chromium per test process for the module (launching one per test cost ~2 s each); every
+    test gets a new browser context below, so no cookie, storage or cache carries over."""
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
@@ -82,13 +84,22 @@ def page(served: str) -> Iterator:
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
         try:
-            pg = browser.new_page(viewport={"width": 1280, "height": 820}, locale="en-US")
-            pg.set_default_timeout(30_000)
-            pg.goto(served + "/")
-            pg.wait_for_selector("body[data-ready='1']")
-            yield pg
+            yield browser
         finally:
             browser.close()
+
+
+@pytest.fixture()
+def page(chromium, served: str) -> Iterator:
+    context = chromium.new_context(viewport={"width": 1280, "height": 820}, locale="en-US")
+    try:
+        pg = context.new_page()
+        pg.set_default_timeout(30_000)
+        pg.goto(served + "/")
+        pg.wait_for_selector("body[data-ready='1']")
+        yield pg
+    finally:
+        context.close()
 
 
 def test_ask_see_progress_and_verified_answer_then_open_a_citation(page) -> None:
