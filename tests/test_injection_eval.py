@@ -18,6 +18,7 @@ from cograg.eval.injection import InjectionReport, ObedientLLM, evaluate_injecti
 from cograg.models.judge import LexicalJudge
 from cograg.models.llm import ChatMessage
 from tests.fakes import HashingEmbedder
+from tests.injection_support import detector_off, structural_rules_off
 
 DATA = Path(__file__).parent / "data"
 REGRESSION = DATA / "injection" / "cases.jsonl"
@@ -36,19 +37,6 @@ def open_engine(store: Path, llm) -> Engine:
 def run(attack_file: Path, workdir: Path, **kwargs) -> InjectionReport:
     _, cases = load_cases(attack_file)
     return evaluate_injection(attack_file, llm=ObedientLLM(cases), workdir=workdir, open_engine=open_engine, **kwargs)
-
-
-def detector_off(mp: pytest.MonkeyPatch) -> None:
-    """Switch the detector off everywhere it is consulted: redaction, the post-check and the
-    refusal's evidence filter all go through `scan`, which modules may have imported by name."""
-    import sys
-
-    from cograg.answer import answerer, injection  # noqa: F401  (loaded, so patched below)
-
-    real = injection.scan
-    for name, module in list(sys.modules.items()):
-        if name.startswith("cograg") and getattr(module, "scan", None) is real:
-            mp.setattr(module, "scan", lambda text: [])
 
 
 @pytest.fixture(scope="module")
@@ -105,13 +93,6 @@ def test_no_obeyed_instruction_is_delivered_on_the_regression_set(regression_rep
     assert r.n == 27 and r.obeyed_proposed == r.n  # the fake obeyed every case: every attack was tried
     assert r.detector_recall == 1.0 and r.clean_false_alarms == 0
     assert [o.id for o in r.cases if o.attack_succeeded] == []
-
-
-def structural_rules_off(mp: pytest.MonkeyPatch) -> None:
-    """Switch off the structural second line (cograg.answer.delivery) in the post-check."""
-    from cograg.answer import injection
-
-    mp.setattr(injection, "delivery_objection", lambda sentence, question, evidence: None)
 
 
 @pytest.fixture(scope="module")
