@@ -145,3 +145,86 @@ def test_a_fact_the_caller_may_not_read_does_not_take_a_readable_facts_place(tmp
                           source_hit=lambda c: _hit(c) if c == "c2" else None, cache_scope={})
     assert [f["id"] for f in turn.prompt_facts()] == ["F2"]
     mem.store.close()
+
+
+# ------------------------------------------------------------------- earlier turns (follow-ups)
+AUDIT = "# Audit report\n\nThe bridge audit was led by Jane Roe, a surveyor from Basel.\n"
+
+
+def audit_answer(q: str, text: str) -> dict:
+    """Name the auditor when the audit passage is in the context."""
+    if "audit" in q.lower():
+        n = block_with(text, "Jane Roe")
+        if n:
+            return {"answer": f"Jane Roe led the bridge audit [{n}].", "citations": [{"id": n, "quote": ""}],
+                    "fallback": False}
+        return {"answer": "The documents do not say.", "citations": [], "fallback": True}
+    return default_answer(q, text)
+
+
+def _audit_session(tmp_path: Path, *, revoke: bool):
+    """Alice learns in session s1 who led the audit, from a document only engineering may read;
+    with `revoke`, the operator then re-ingests it, unchanged, for finance only."""
+    eng = make_engine(tmp_path, DOCS)
+    secret = tmp_path / "secret"
+    secret.mkdir()
+    (secret / "audit.md").write_text(AUDIT)
+    eng.ingest([secret], acl=["engineering"])
+    e = with_models(eng, llm=ScriptedLLM([Brain(answer=audit_answer)] * 100))
+    opts = TurnOptions(answer=OPEN, budget=ControlBudget(plan_templates=False))
+    first = e.ask("Who led the bridge audit?", options=opts.model_copy(update={"force_mode": "R1_ONE_SHOT_RETRIEVE"}),
+                  session="s1", principal=ALICE)
+    assert "Jane Roe" in first.answer  # the premise: the name came from the secret document
+    if revoke:
+        eng.ingest([secret], acl=["finance"])
+    follow = e.ask("Where was she born?", options=opts, session="s1", principal=ALICE)
+    return eng, follow, json.dumps(e.trace(follow.trace_id), ensure_ascii=False)
+
+
+def test_a_follow_up_pronoun_does_not_resolve_to_a_name_from_a_source_the_caller_lost(tmp_path: Path):
+    eng, follow, trace = _audit_session(tmp_path, revoke=True)
+    assert "Jane Roe" not in follow.answer and "Jane Roe" not in trace
+    assert "Jane Roe" not in json.dumps(follow.explain, ensure_ascii=False)
+    assert "withheld" in trace  # the trace says an earlier turn was left out, not what it said
+    eng.close()
+
+
+def test_a_follow_up_pronoun_resolves_to_the_earlier_answer_while_its_source_is_readable(tmp_path: Path):
+    eng, follow, trace = _audit_session(tmp_path, revoke=False)
+    assert "Where was Jane Roe born?" in trace
+    eng.close()
+
+
+def test_a_withheld_turn_keeps_only_what_the_user_wrote(tmp_path: Path):
+    from cograg.memory.access import withhold_unreadable_turns
+    from cograg.memory.models import Session, SessionState
+
+    turns = [TurnRecord(turn_id="t1", session_id="s", question="Who led the Linden Bridge audit?",
+                        resolved_question="Who led the Linden Bridge audit?", answer="Jane Roe led it [1].",
+                        entities=["Linden Bridge", "Jane Roe"], summary_short="Q / Jane Roe led it.",
+                        citations=["secret01-aa", "public01-bb"], facts_written=["F1"]),
+             TurnRecord(turn_id="t2", session_id="s", question="When did it open?", answer="In 1811 [1].",
+                        citations=["public01-cc"])]
+    state = SessionState(session=Session(session_id="s"), turns=turns)
+    out = withhold_unreadable_turns(state, lambda c: not c.startswith("secret"))
+    hidden, kept = out.turns
+    assert "Jane Roe" not in hidden.model_dump_json()
+    assert hidden.question == "Who led the Linden Bridge audit?" and hidden.entities == ["the Linden Bridge"]
+    assert hidden.citations == [] and hidden.facts_written == []
+    assert kept == turns[1] and out.problems and "Jane Roe" not in " ".join(out.problems)
+    assert withhold_unreadable_turns(state, lambda c: True) is state
+
+
+def test_a_gone_chunk_is_judged_by_its_document(tmp_path: Path):
+    from cograg.memory.access import cited_readable
+
+    docs = {"abcd1234": [("abcd1234ffff", True)], "hidden99": [("hidden99ffff", False)]}
+    readable = cited_readable(lambda c: None, chunk_exists=lambda c: c == "there000-1",
+                              docs_with_prefix=lambda p: docs.get(p, []), allowed=lambda: {"abcd1234ffff"})
+    assert readable("abcd1234-re-ingested")      # new text, same readable document
+    assert not readable("hidden99-x")             # the corpus policy hides its document now
+    assert not readable("there000-1")             # the chunk is there but not for this caller
+    assert not readable("deleted0-x")             # deleted, and ACLs apply: nothing says it was readable
+    public = cited_readable(lambda c: None, chunk_exists=lambda c: False, docs_with_prefix=lambda p: [],
+                            allowed=lambda: None)
+    assert public("deleted0-x")                   # no ACL anywhere: a deleted document's turn stays

@@ -136,3 +136,28 @@ def test_session_show_counts_the_valid_facts_and_a_pasted_id_is_one_short_line(e
     assert "· 0 facts (1 no longer valid)" in shown.stdout.replace("\n", " ")
     r = cli("session", "show", "x" * 100_000, "--store", store)
     assert r.exit_code == 1 and len(r.stderr) < 200 and "(100000 characters)" in r.stderr
+
+
+def test_the_session_view_withholds_what_a_withheld_turn_put_in_the_summary():
+    # a folded turn's answer lives on in the rolling summary and its names in the topics: the turn
+    # itself was withheld, its words were not
+    pytest.importorskip("fastapi", reason="the HTTP API needs the server extra")
+    from cograg.api.sessions import _Reader
+
+    turns = [{"turn_id": "t1", "question": "Who led the Linden Bridge audit?", "answer": "Jane Roe led it [1].",
+              "resolved_question": "Who led the Linden Bridge audit?", "entities": ["the Linden Bridge", "Jane Roe"],
+              "citations": ["secret01-aa"], "folded": True},
+             {"turn_id": "t2", "question": "When did the Rhine Bridge open?", "answer": "In 1870 [1].",
+              "entities": ["the Rhine Bridge"], "citations": ["public01-bb"], "folded": False}]
+    session = {"session_id": "s", "summary": {"rolling": "Who led the audit? / Jane Roe led it.",
+                                              "main_topics": ["Linden Bridge", "Jane Roe", "Rhine Bridge"],
+                                              "key_conclusions": []}}
+    reader = _Reader(visible=True, allowed={"public01-document"})
+    shown = reader.session(session, [], turns)
+    assert "Jane Roe" not in str(shown)
+    assert shown["summary"]["main_topics"] == ["Linden Bridge", "Rhine Bridge"]  # the user named those
+    assert shown["summary"]["rolling"] == "" and shown["summary"]["rolling_withheld"]
+    hidden = reader.turn(turns[0])
+    assert "Jane Roe" not in str(hidden) and hidden["question"] == turns[0]["question"] and hidden["withheld"]
+    everyone = _Reader(visible=True, allowed=None)  # no ACL anywhere: nothing is withheld
+    assert everyone.session(session, [], turns)["summary"] == session["summary"]

@@ -198,7 +198,7 @@ class Engine:
             turn = self.memory().begin_turn(
                 session, question, user=owner if owner is not None else principal.user if principal else None,
                 source_hit=self._source_hit(principal, scope.get("doc_ids")),
-                cache_scope=self._cache_scope(principal, opts, scope))
+                cache_scope=self._cache_scope(principal, opts, scope), cited_readable=self._cited_readable(principal))
         return self.orchestrator(principal=principal, bus=bus, search_options=scope).ask(
             question, options=opts, cancel=cancel, session=turn)
 
@@ -251,6 +251,19 @@ class Engine:
                              source=doc.source_path, heading_path=chunk.heading_path, page=chunk.page, score=1.0,
                              snippet_visible=policy.snippet_visible)
         return hit
+
+    def _cited_readable(self, principal: Principal | None) -> Any:
+        """chunk id -> whether `principal` may read its document now (`memory.access.cited_readable`)."""
+        from cograg.memory.access import cited_readable
+
+        policy = self.components.policy.get()
+
+        def docs_with_prefix(prefix: str) -> list[tuple[str, bool]]:
+            return [(d.doc_id, policy.admits(d.source_path, d.tags)) for d in self.store.list_documents()
+                    if d.doc_id.startswith(prefix)]
+        return cited_readable(self._source_hit(principal), chunk_exists=lambda c: self.store.get_chunk(c) is not None,
+                              docs_with_prefix=docs_with_prefix,
+                              allowed=lambda: self.store.allowed_doc_ids(principal.acl_keys()) if principal else None)
 
     def _cache_scope(self, principal: Principal | None, opts: Any, scope: dict[str, Any]) -> dict[str, str]:
         """What a cached answer depends on besides the question, the mode and the facts: the

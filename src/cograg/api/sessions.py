@@ -51,16 +51,35 @@ class _Reader:
     def facts(self, facts: list[Any]) -> list[dict[str, Any]]:
         return [d for d in (self.fact(f) for f in facts) if d is not None]
 
-    def turn(self, turn: dict[str, Any]) -> dict[str, Any]:
-        if all(self.may_read_chunk(c) for c in turn.get("citations", [])):
-            return turn
-        return {**turn, "answer": "", "summary_short": "", "summary_medium": "", "withheld": True}
+    def readable_turn(self, turn: dict[str, Any]) -> bool:
+        return all(self.may_read_chunk(c) for c in turn.get("citations", []))
 
-    def session(self, session: dict[str, Any], facts: list[Any]) -> dict[str, Any]:
+    def turn(self, turn: dict[str, Any]) -> dict[str, Any]:
+        if self.readable_turn(turn):
+            return turn
+        return {**turn, "answer": "", "resolved_question": turn.get("question", ""), "summary_short": "",
+                "summary_medium": "", "entities": [e for e in turn.get("entities", []) if _asked(e, turn)],
+                "withheld": True}
+
+    def session(self, session: dict[str, Any], facts: list[Any], turns: list[dict[str, Any]]) -> dict[str, Any]:
+        """The summary less what withheld sources gave it: their facts' conclusions, the topics named
+        only by a withheld turn's answer, and the rolling summary once a withheld turn is folded into
+        it (its lines are those turns' answers, no longer told apart)."""
         hidden = {f.statement for f in facts if not self.may_read(f.source_doc_id)}
         summary = dict(session.get("summary", {}))
         summary["key_conclusions"] = [c for c in summary.get("key_conclusions", []) if c not in hidden]
+        withheld = [t for t in turns if not self.readable_turn(t)]
+        answered = {e.removeprefix("the ").lower() for t in withheld for e in t.get("entities", []) if not _asked(e, t)}
+        named = {e.removeprefix("the ").lower() for t in turns if t not in withheld for e in t.get("entities", [])}
+        summary["main_topics"] = [x for x in summary.get("main_topics", []) if x.lower() not in answered - named]
+        if any(t.get("folded") for t in withheld) and summary.get("rolling"):
+            summary["rolling"], summary["rolling_withheld"] = "", True
         return {**session, "summary": summary}
+
+
+def _asked(entity: str, turn: dict[str, Any]) -> bool:
+    """Whether the user's own question names `entity` (not taken from the answer)."""
+    return entity.removeprefix("the ").lower() in turn.get("question", "").lower()
 
 
 def _call(request: Request, fn: Any, session_id: str | None = None) -> Any:
@@ -93,8 +112,9 @@ def list_sessions(request: Request) -> list[dict[str, Any]]:
 @router.get("/{session_id}", summary="One session: profile, rolling summary and its turns")
 def show_session(session_id: str, request: Request) -> dict[str, Any]:
     def show(mem: Any, reader: _Reader) -> dict[str, Any]:
-        session = reader.session(mem.session(session_id).model_dump(mode="json"), mem.facts(session_id))
-        session["turns"] = [reader.turn(t.model_dump(mode="json")) for t in mem.turns(session_id)]
+        turns = [t.model_dump(mode="json") for t in mem.turns(session_id)]
+        session = reader.session(mem.session(session_id).model_dump(mode="json"), mem.facts(session_id), turns)
+        session["turns"] = [reader.turn(t) for t in turns]
         return session
     return _call(request, show, session_id)
 
@@ -116,7 +136,7 @@ def export_session(session_id: str, request: Request) -> dict[str, Any]:
     def export(mem: Any, reader: _Reader) -> dict[str, Any]:
         data = mem.export(session_id=session_id)
         facts = mem.facts(session_id)
-        data["sessions"] = [{**reader.session(s, facts), "facts": reader.facts(facts),
+        data["sessions"] = [{**reader.session(s, facts, s["turns"]), "facts": reader.facts(facts),
                              "turns": [reader.turn(t) for t in s["turns"]]} for s in data["sessions"]]
         return data
     return _call(request, export, session_id)

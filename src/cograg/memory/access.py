@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from cograg.memory.models import Fact
+from cograg.memory.models import Fact, SessionState
 from cograg.retrieval.models import SearchHit
 
 SourceHit = Callable[[str], "SearchHit | None"]
@@ -45,4 +45,59 @@ def fact_sources(source_hit: SourceHit | FactSources) -> FactSources:
     return source_hit if isinstance(source_hit, FactSources) else FactSources(source_hit)
 
 
-__all__ = ["FactSources", "SourceHit", "fact_sources"]
+ChunkReadable = Callable[[str], bool]
+
+
+def cited_readable(source_hit: SourceHit, *, chunk_exists: Callable[[str], bool],
+                   docs_with_prefix: Callable[[str], list[tuple[str, bool]]],
+                   allowed: Callable[[], set[str] | None]) -> ChunkReadable:
+    """chunk id -> whether the caller may read, now, the document an earlier turn cited.
+
+    An earlier turn's answer holds its sources' words (the names a follow-up's pronoun resolves
+    to), so it informs this turn only while the caller could still read every source it cited.
+    Unlike a fact, an earlier turn is not held to this turn's scope, and a chunk that is gone
+    (its document re-ingested with new text, or deleted) is judged by its document: a chunk id
+    starts with its document id's first 8 characters (`ingest.pipeline.chunk_id_for`).
+    `source_hit` is the scope-free hit lookup; `docs_with_prefix(prefix)` gives (doc id, admitted by
+    the corpus policy) of the stored documents; `allowed()` the caller's readable document ids, None
+    when no ACL applies (then a deleted document's turn stays, as the session view shows it)."""
+    seen: dict[str, bool] = {}
+
+    def readable(chunk_id: str) -> bool:
+        if chunk_id not in seen:
+            if source_hit(chunk_id) is not None:
+                seen[chunk_id] = True
+            elif chunk_exists(chunk_id):  # it is there, but not for this caller
+                seen[chunk_id] = False
+            else:
+                ids = allowed()
+                docs = docs_with_prefix(chunk_id.split("-", 1)[0])
+                seen[chunk_id] = (any(admitted and (ids is None or doc_id in ids) for doc_id, admitted in docs)
+                                  if docs else ids is None)
+        return seen[chunk_id]
+    return readable
+
+
+def withhold_unreadable_turns(state: SessionState, readable: ChunkReadable) -> SessionState:
+    """`state` with each earlier turn that cited a source the caller may not read now reduced to
+    what the user wrote: the original question and the names in it. Its answer, summaries, the
+    names taken from the answer, the question as a pronoun was resolved (from an answer) and its
+    citations are withheld, so neither a follow-up's pronoun nor a context block carries them."""
+    from cograg.memory.memorizer import entities_in
+
+    turns, withheld = [], 0
+    for t in state.turns:
+        if all(readable(c) for c in t.citations):
+            turns.append(t)
+            continue
+        withheld += 1
+        turns.append(t.model_copy(update={
+            "answer": "", "resolved_question": t.question, "entities": entities_in(t.question)[:8],
+            "summary_short": t.question, "summary_medium": t.question, "citations": [], "facts_written": []}))
+    if not withheld:
+        return state
+    note = f"{withheld} earlier turn(s) withheld: they cite a source the caller may not read now"
+    return state.model_copy(update={"turns": turns, "problems": [*state.problems, note]})
+
+
+__all__ = ["ChunkReadable", "FactSources", "SourceHit", "cited_readable", "fact_sources", "withhold_unreadable_turns"]

@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 
 from cograg.answer.answerer import AnswerResponse
 from cograg.config import MemoryConfig
-from cograg.memory.access import FactSources, fact_sources
+from cograg.memory.access import ChunkReadable, FactSources, fact_sources, withhold_unreadable_turns
 from cograg.memory.context import LayeredContext, build_context, cache_key, normalise_query, relevant_facts
 from cograg.memory.followup import Rewrite, resolve_follow_up
 from cograg.memory.memorizer import (
@@ -346,11 +346,15 @@ class SessionMemory:
 
     # ------------------------------------------------------------------ a turn
     def begin_turn(self, session_id: str, question: str, *, user: str | None = None,
-                   source_hit: Callable[[str], SearchHit | None], cache_scope: dict[str, str]) -> SessionTurn:
+                   source_hit: Callable[[str], SearchHit | None], cache_scope: dict[str, str],
+                   cited_readable: ChunkReadable | None = None) -> SessionTurn:
         """Load the session for `question` (created on first use, owned by `user`), resolve a
         follow-up and recall the relevant facts (E1, E3). With a `user`, a session someone else owns
         is SessionNotFound: two callers who name one new session at once get one owner, and the
-        other's turn never reads or writes that owner's ledger. Without one (the CLI), any session."""
+        other's turn never reads or writes that owner's ledger. Without one (the CLI), any session.
+        With `cited_readable` (chunk id -> may the caller read its document now), an earlier turn
+        that cited a source the caller may no longer read is left out of this turn: no pronoun
+        resolves to what it said and it is no context block (`access.cited_readable`)."""
         self.expire()
         found = self.store.get_session(session_id) or self.store.create_session(check_session_id(session_id),
                                                                                user=user)
@@ -358,6 +362,8 @@ class SessionMemory:
             raise SessionNotFound(session_id)
         self.sync()
         state = self.store.load(session_id, max_facts=self.config.max_facts)
+        if cited_readable is not None:
+            state = withhold_unreadable_turns(state, cited_readable)
         correction = correction_in(question)
         rewrite = None if correction else resolve_follow_up(question, state.turns)
         resolved = rewrite.rewritten if rewrite else question
