@@ -4,11 +4,13 @@ a reason naming the limit, before it is read."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
 import pytest
 
+from cograg.config import Settings
 from cograg.errors import LoaderError
 from cograg.index.sqlite_store import SQLiteStore
 from cograg.ingest import code_units, loaders
@@ -48,26 +50,45 @@ def test_char_offsets_move_backwards_for_comments() -> None:
         assert at(b) == len(data[:b].decode())
 
 
-def test_code_file_over_the_limit_is_skipped_with_the_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(code_units, "MAX_CODE_MB", 0.01)
+def test_code_file_over_the_limit_is_skipped_with_the_reason(tmp_path: Path) -> None:
     big, small = tmp_path / "bundle.js", tmp_path / "small.js"
     big.write_text("var a = " + "1+" * 5_100 + "1;\n")  # just over 10 KB
     small.write_text(_js_functions(3))
-    with pytest.raises(LoaderError, match="MAX_CODE_MB") as err:
-        loaders.load(loaders.inspect_file(big, 10**9))
-    assert "MAX_CODE_MB" in str(err.value)
+    with pytest.raises(LoaderError, match="max_code_mb") as err:
+        loaders.load(loaders.inspect_file(big, 10**9, max_code_mb=0.01))
+    assert "0.01 MB" in str(err.value)
     with SQLiteStore(tmp_path / "store") as store:
-        summary = ingest_paths(store, [big, small])
+        summary = ingest_paths(store, [big, small], settings=Settings(store=tmp_path / "store", max_code_mb=0.01))
         assert summary.added == 1
         assert [s.path for s in summary.skipped] == [str(big)]
-        assert "MAX_CODE_MB" in summary.skipped[0].reason and "0.01 MB" in summary.skipped[0].reason
+        assert "max_code_mb" in summary.skipped[0].reason and "0.01 MB" in summary.skipped[0].reason
 
 
-def test_code_file_at_the_limit_is_split(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_code_limit_is_a_setting_the_cli_and_the_environment_reach(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Raised, the same file ingests: the limit is the operator's choice, not a constant."""
+    from typer.testing import CliRunner
+
+    from cograg.cli import app
+
+    big = tmp_path / "docs" / "bundle.js"
+    big.parent.mkdir()
+    big.write_text("var a = " + "1+" * 5_100 + "1;\n")
+    monkeypatch.setenv("COGRAG_MAX_CODE_MB", "0.01")
+    assert Settings().max_code_mb == 0.01
+    with SQLiteStore(tmp_path / "s1") as store:
+        assert ingest_paths(store, [big], settings=Settings(store=tmp_path / "s1")).skipped
+    run = CliRunner().invoke(app, ["ingest", str(big.parent), "--store", str(tmp_path / "s2"), "--embedder", "none",
+                                   "--max-code-mb", "1", "--json"])
+    assert run.exit_code == 0, run.output
+    assert json.loads(run.stdout)["added"] == 1
+
+
+def test_code_file_at_the_limit_is_split(tmp_path: Path) -> None:
     path = tmp_path / "ok.py"
     path.write_text("def f():\n    return 1\n" * 400)
-    monkeypatch.setattr(code_units, "MAX_CODE_MB", path.stat().st_size / 1e6)
-    assert list(loaders.load(loaders.inspect_file(path, 10**9)).blocks)
+    limit = path.stat().st_size / 1e6
+    assert list(loaders.load(loaders.inspect_file(path, 10**9, max_code_mb=limit)).blocks)
 
 
 def test_token_counting_is_linear_and_agrees_with_spans() -> None:

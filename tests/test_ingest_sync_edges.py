@@ -141,10 +141,10 @@ def test_read_failure_of_a_regular_file_keeps_the_stored_version(store: SQLiteSt
     top = corpus / "top.md"
     real: Callable[..., object] = pipeline.files.inspect_file
 
-    def flaky(path: Path, max_bytes: int) -> object:
+    def flaky(path: Path, max_bytes: int, **limits: float) -> object:
         if path == top:
             raise LoaderError("cannot read file: Input/output error")
-        return real(path, max_bytes)
+        return real(path, max_bytes, **limits)
 
     monkeypatch.setattr(pipeline.files, "inspect_file", flaky)
     summary = ingest_paths(store, [corpus])

@@ -36,13 +36,16 @@ def ingest(
     chunk_size: Annotated[int | None, typer.Option(help="chunk size in tokens")] = None,
     chunk_overlap: Annotated[int | None, typer.Option(help="chunk overlap in tokens")] = None,
     max_file_mb: Annotated[float | None, typer.Option(help="skip files larger than this")] = None,
+    max_code_mb: Annotated[float | None, typer.Option(
+        help="skip source-code files larger than this (minified or generated) [default: 2]")] = None,
     embedder: EmbedderOpt = None,
     set_: SetOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Add, update and delete documents so the store matches PATHS (idempotent)."""
     settings = _settings(store, set_, chunk_strategy=chunk_strategy, chunk_size=chunk_size,
-                         chunk_overlap=chunk_overlap, max_file_mb=max_file_mb, embedder=embedder)
+                         chunk_overlap=chunk_overlap, max_file_mb=max_file_mb, max_code_mb=max_code_mb,
+                         embedder=embedder)
     with Engine.open(settings=settings) as engine, RunProgress(err) as progress:
         summary = engine.ingest(list(paths or []), tags=_split_opt(tags), acl=_split_opt(acl),
                                 progress=progress.on_ingest, on_wait=lambda: err.print(

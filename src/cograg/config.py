@@ -167,6 +167,8 @@ class Settings(BaseSettings):
     policy: Path | None = Field(None, description="corpus_policy.yaml; default <store>/corpus_policy.yaml if present")
     # ingest (SPEC A)
     max_file_mb: float = Field(200.0, gt=0, description="files larger than this are skipped")
+    max_code_mb: float = Field(2.0, gt=0, description="source files larger than this are skipped, not split into "
+                               "units: so large a file is minified or generated (see cograg.ingest.code_units)")
     chunk_strategy: ChunkStrategy | None = Field(
         None, description="force one strategy for every document type"
     )

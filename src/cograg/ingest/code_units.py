@@ -3,7 +3,8 @@ JavaScript and Go by tree-sitter), each unit a block headed by what it is ("def 
 Store"), module-level code between them grouped; a file that does not parse stays one block, with a
 warning, and other languages are one block.
 
-A source file over `MAX_CODE_MB` is skipped with that reason before it is read: parsing and
+A source file over `max_code_mb` (the setting, 2 MB by default; COGRAG_MAX_CODE_MB) is skipped
+with that reason before it is read: parsing and
 chunking code cost far more than its size (an 8 MB file took minutes and gigabytes), and files that
 large are minified bundles, amalgamations or generated tables, whose chunks are noise in retrieval.
 """
@@ -17,11 +18,10 @@ from cograg.errors import LoaderError
 from cograg.ingest.files import CODE_LANGUAGE, FileInfo, read_text
 from cograg.ingest.models import Block, LoadedDocument
 
-# Largest source file split into units, in MB. Measured (benchmarks/code_ingest.py, busy 2-core box,
-# linear offsets): small JS functions 2.5 MB 8 s / 195 MB RSS, 8 MB 40 s / 440 MB; one long
-# expression (a minified bundle's shape) 1 MB 12 s / 285 MB. Hand-written source files stay far
+# Why the default limit (Settings.max_code_mb) is 2 MB. Measured (benchmarks/code_ingest.py, busy
+# 2-core box, linear offsets): small JS functions 2.5 MB 8 s / 195 MB RSS, 8 MB 40 s / 440 MB; one
+# long expression (a minified bundle's shape) 1 MB 12 s / 285 MB. Hand-written source files stay far
 # below 1 MB, so a bigger one is generated or minified: skipped, not parsed. As .txt it would ingest.
-MAX_CODE_MB = 2.0
 
 
 def load_code(info: FileInfo) -> LoadedDocument:
@@ -51,10 +51,10 @@ def load_code(info: FileInfo) -> LoadedDocument:
 
 
 def _check_size(info: FileInfo) -> None:
-    """Refuse a source file over MAX_CODE_MB before reading it (see the module docstring: why)."""
-    if info.size > MAX_CODE_MB * 1e6:
-        raise LoaderError(f"code file too large to split ({info.size / 1e6:.1f} MB > {MAX_CODE_MB:g} MB, "
-                          "MAX_CODE_MB in cograg.ingest.code_units); likely minified or generated")
+    """Refuse a source file over its `max_code_mb` before reading it (see the module docstring: why)."""
+    if info.size > info.max_code_mb * 1e6:
+        raise LoaderError(f"code file too large to split ({info.size / 1e6:.1f} MB > {info.max_code_mb:g} MB, "
+                          "the max_code_mb setting); likely minified or generated")
 
 
 def _python_units(text: str) -> list[tuple[int, int, tuple[str, ...]]]:

@@ -48,6 +48,7 @@ class FileInfo:
     fmt: str  # key into LOADERS
     encoding: str | None  # for text formats
     warnings: list[str]
+    max_code_mb: float = 2.0  # the code loader's limit (Settings.max_code_mb), carried with the file
 
 
 def detect_format(path: Path) -> str | None:
@@ -59,8 +60,9 @@ def detect_format(path: Path) -> str | None:
     return None
 
 
-def inspect_file(path: Path, max_bytes: int) -> FileInfo:
-    """One streaming pass: size check, content hash, binary sniff and UTF-8 validation."""
+def inspect_file(path: Path, max_bytes: int, *, max_code_mb: float = 2.0) -> FileInfo:
+    """One streaming pass: size check, content hash, binary sniff and UTF-8 validation.
+    `max_code_mb` is the code loader's own, lower limit (it applies when the file is loaded)."""
     fmt = detect_format(path)
     if fmt is None:
         raise LoaderError(f"unsupported file type {path.suffix or '(no extension)'!r}")
@@ -107,7 +109,7 @@ def inspect_file(path: Path, max_bytes: int) -> FileInfo:
         encoding = "utf-8-sig" if utf8_ok else _fallback_encoding(path, bad_at)
         if encoding != "utf-8-sig":
             warnings.append(f"not valid UTF-8 (first bad byte at {bad_at}); decoded as {encoding}")
-    return FileInfo(path, st.st_size, digest.hexdigest(), st.st_mtime, fmt, encoding, warnings)
+    return FileInfo(path, st.st_size, digest.hexdigest(), st.st_mtime, fmt, encoding, warnings, max_code_mb)
 
 
 def open_binary(path: Path) -> io.BufferedReader:

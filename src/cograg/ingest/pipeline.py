@@ -283,7 +283,8 @@ class Ingestor:
         if problem is not None:
             return self._failed(path, problem, existing)
         try:
-            info = files.inspect_file(path, int(self.settings.max_file_mb * 1e6))
+            info = files.inspect_file(path, int(self.settings.max_file_mb * 1e6),
+                                      max_code_mb=self.settings.max_code_mb)
         except LoaderError as exc:
             return self._failed(path, str(exc), existing)
         config = self.settings.chunking_for(_doc_type_for(info.fmt))
