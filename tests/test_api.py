@@ -394,3 +394,30 @@ def test_concurrent_uploads_of_one_name_store_one_whole_upload(client: TestClien
     assert stored.name == "same.md" and stored.read_bytes() in bodies
     (doc,) = [d for d in client.get("/api/documents").json() if d["source"] == "same.md"]
     assert doc["size_bytes"] == stored.stat().st_size
+
+
+def test_a_running_server_follows_an_edited_corpus_policy(tmp_path: Path):
+    # the policy was read once per process: a document the operator had just denied stayed
+    # citable until a restart, and an invalid edit went unnoticed
+    app, _ = scripted_app(tmp_path)
+    policy = tmp_path / "store" / "corpus_policy.yaml"
+    with TestClient(app, raise_server_exceptions=False) as c:
+
+        def ask() -> dict:
+            r = c.post("/api/agent/qa/v2", json={"question": QUESTION, "mode": "R1_ONE_SHOT_RETRIEVE"})
+            assert r.status_code == 200, r.text
+            return r.json()
+
+        assert "1811" in ask()["answer"]
+        policy.write_text("allow_sources: ['*/rhine.md', '*/tea.md']\n", encoding="utf-8")
+        denied = ask()
+        assert "1811" not in denied["answer"] and not any("linden" in str(x).lower() for x in denied["citations"])
+        listed = {d["source"]: d["in_answers"] for d in c.get("/api/documents").json()}
+        assert listed["linden.md"] is False and listed["rhine.md"] is True
+        policy.write_text("allow_sources: [\n", encoding="utf-8")  # broken: no fallback to the old one
+        broken = c.post("/api/agent/qa/v2", json={"question": QUESTION})
+        assert broken.status_code >= 400 and "corpus_policy.yaml" in broken.text and "1811" not in broken.text
+        health = c.get("/healthz")
+        assert health.status_code == 503 and "corpus_policy.yaml" in health.text
+        policy.unlink()  # gone: no policy, as at start-up
+        assert "1811" in ask()["answer"]

@@ -343,3 +343,19 @@ def test_hybrid_without_an_embedder_is_keyword_search_with_a_note(tmp_path: Path
         assert any("keyword (BM25) search only" in n for n in res.notes)
         with pytest.raises(CogragError, match="needs an embedder"):
             engine.search("Linden Bridge arches", mode="vector")
+
+
+def test_an_open_engine_follows_its_policy_file(tmp_path: Path):
+    # a library Engine kept open (a notebook, a worker) read corpus_policy.yaml once
+    eng = Engine.open(tmp_path / "store", settings=Settings(), embedder=HashingEmbedder())
+    corpus = write_corpus(tmp_path / "corpus")
+    eng.ingest([corpus / n for n in ("tram.md", "bridge.txt")])
+    eng.ingest([corpus / "secret.md"], tags=["secret"])
+    assert any("secret budget" in h.text for h in eng.search("secret budget", mode="bm25").hits)
+    (tmp_path / "store" / "corpus_policy.yaml").write_text("deny_tags: [secret]\n", encoding="utf-8")
+    res = eng.search("secret budget", mode="bm25")
+    assert all("secret budget" not in h.text for h in res.hits) and res.filtered_by_policy >= 1
+    (tmp_path / "store" / "corpus_policy.yaml").write_text("snippet_visible: false\n", encoding="utf-8")
+    hits = eng.search("secret budget", mode="bm25").hits
+    assert hits and all(h.snippet_visible is False for h in hits)
+    eng.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 import numpy as np
@@ -181,12 +182,13 @@ def build_components(settings: Settings, *, create: bool = True, **given: Any) -
     llm = part("llm", lambda: _llm(settings))
     judge = part("judge", lambda: _judge(settings, llm))
     reranker = part("reranker", lambda: _reranker(settings, llm))
-    policy = part("policy", lambda: _policy(settings))
+    # not a plain Lazy: the policy file is read again when it changes
+    policy = part("policy", CorpusPolicy) if "policy" in given else PolicyFile(settings)
     rules = part("rules", lambda: _rules(settings))
     memory = part("memory", lambda: _memory_store(settings, store))
     has_embedder = given["embedder"] is not None if "embedder" in given else settings.models.embedder != "none"
     retriever = Lazy(lambda: Retriever(store, embedder=DeferredQueryEmbedder(embedder) if has_embedder else None,
-                                       reranker=reranker.get(), policy=policy.get()))
+                                       reranker=reranker.get(), policy=policy.get))
     return Components(store=store, embedder=embedder, llm=llm, judge=judge, reranker=reranker, policy=policy,
                       rules=rules, retriever=retriever, memory=memory)
 
@@ -232,11 +234,46 @@ def _reranker(settings: Settings, llm: Lazy[Any]) -> Any:
     return get_reranker(spec)
 
 
-def _policy(settings: Settings) -> CorpusPolicy:
-    path = settings.policy
-    if path is None and (settings.store / "corpus_policy.yaml").is_file():
-        path = settings.store / "corpus_policy.yaml"
-    return load_policy(path)
+class PolicyFile(Lazy[CorpusPolicy]):
+    """The corpus policy of `settings`, read again whenever its file changes (checked on every
+    `get()` by the file's modification time and size), so a running server and a long-lived
+    `Engine` follow the operator's edits: a document a new policy hides stops being returned at
+    once, not after a restart. A file made invalid raises `PolicyFileError` on the next use
+    (the server then answers with that error and its health check fails), never falling back to
+    the older, possibly more permissive policy. A file removed means no policy, as at start-up,
+    unless `settings.policy` named it: then its absence is that error too."""
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(self._read)
+        self._settings = settings
+        self._stamp: tuple[str, int, int] | None = None
+
+    def _path(self) -> Path | None:
+        if self._settings.policy is not None:
+            return Path(self._settings.policy)
+        default = self._settings.store / "corpus_policy.yaml"
+        return default if default.is_file() else None
+
+    def _stat(self) -> tuple[str, int, int] | None:
+        path = self._path()
+        if path is None:
+            return None
+        try:
+            st = path.stat()
+        except OSError:
+            return (str(path), -1, -1)
+        return (str(path), st.st_mtime_ns, st.st_size)
+
+    def _read(self) -> CorpusPolicy:
+        return load_policy(self._path())
+
+    def get(self) -> CorpusPolicy:
+        stamp = self._stat()
+        with self._lock:
+            if self._build is not None or stamp != self._stamp:
+                self._value = self._read()  # raises for an invalid file: the old policy is not kept
+                self._stamp, self._build = stamp, None
+        return self._value  # type: ignore[return-value]
 
 
 def _memory_store(settings: Settings, store: Any) -> Any:

@@ -7,6 +7,7 @@ module decides ranking, filtering and what the caller is told about the evidence
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
@@ -45,13 +46,23 @@ class Retriever:
     """Searches one store. `embedder` must be the one the store's vectors were built with."""
 
     def __init__(self, store: SQLiteStore, *, embedder: QueryEmbedder | None = None,
-                 reranker: PassageReranker | None = None, policy: CorpusPolicy | None = None) -> None:
+                 reranker: PassageReranker | None = None,
+                 policy: CorpusPolicy | Callable[[], CorpusPolicy] | None = None) -> None:
         self.store = store
         self.embedder = embedder
         self.reranker = reranker
-        self.policy = policy or CorpusPolicy()
+        # a callable is asked on every use: the engine's policy follows its file (components.PolicyFile)
+        self._policy: CorpusPolicy | Callable[[], CorpusPolicy] = policy or CorpusPolicy()
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="cograg-search")
         self._qcache: dict[tuple[str, str], np.ndarray] = {}
+
+    @property
+    def policy(self) -> CorpusPolicy:
+        return self._policy if isinstance(self._policy, CorpusPolicy) else self._policy()
+
+    @policy.setter
+    def policy(self, policy: CorpusPolicy) -> None:
+        self._policy = policy
 
     # ------------------------------------------------------------------ one query, one mode
     def _embed(self, query: str) -> np.ndarray:
