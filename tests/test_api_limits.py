@@ -438,3 +438,20 @@ def test_an_upload_refused_after_it_arrived_names_a_fractional_limit_as_it_is(sm
         note = {"files": ("n.md", b"# Note\n\n" + b"x" * (int(UPLOAD_MB * (1 << 20)) + 100), "text/markdown")}
         r = c.post("/api/documents", files=note)
     assert r.status_code == 413 and r.json()["detail"] == "n.md is larger than the upload limit of 0.01 MB", r.text
+
+
+def test_a_json_body_is_not_read_for_a_caller_refused_401_or_429(tmp_path: Path):
+    # the key check ran as a route dependency, after FastAPI had read and parsed up to 1 MiB of JSON
+    app = keyed_app(tmp_path, anonymous="refuse")  # carol may make 2 requests a minute
+    json_type = {"content-type": "application/json"}
+    for headers in ({}, bearer("not-a-key")):
+        feed = Feed(b'{"question": "', 50)
+        assert call_asgi(app, "POST", "/api/agent/qa/v2", {**json_type, **headers}, feed)[0] == 401
+        assert feed.pulled == 0
+    carol = {"x-api-key": CAROL_KEY}
+    with TestClient(app, raise_server_exceptions=False) as c:  # admitted once per request, not twice
+        assert [c.post("/api/agent/qa/v2", json={"question": QUESTION}, headers=carol).status_code
+                for _ in range(2)] == [200, 200]
+    feed = Feed(b'{"question": "', 50)
+    status, headers, _ = call_asgi(app, "POST", "/api/agent/qa/v2", {**json_type, **carol}, feed)
+    assert status == 429 and feed.pulled == 0 and 1 <= int(headers["retry-after"]) <= 60

@@ -11,9 +11,11 @@ check (documents.py) could stop a client from sending gigabytes. `BodyLimit` sit
   boundary alone, so a file over the per-file limit is refused then, not once the whole request
   is on disk.
 
-An upload's caller is identified and admitted under its rate limit before any of it is read (the
-router's `authenticate` then takes that caller), so an unknown key or a refused anonymous caller
-cannot make the server store up to a gigabyte of files on its way to a 401 or 429.
+The caller of any request that may carry a body to an /api/ endpoint is identified and admitted
+under its rate limit before any of the body is read (the router's `authenticate` then takes that
+caller), so an unknown key or a refused anonymous caller cannot make the server store up to a
+gigabyte of files, or read and parse a megabyte of JSON, on its way to a 401 or 429. (Every /api/
+endpoint checks its caller; the open ones, /healthz and /metrics, take no body.)
 
 An upload (`POST /api/documents`) may carry `MAX_FILES_PER_UPLOAD` files of the upload limit each,
 as documents.py counts it; every other body is a small JSON document (a question is at most a few
@@ -127,6 +129,12 @@ class BodyLimit:
     def is_upload(self, scope: dict[str, Any]) -> bool:
         return scope.get("method") == "POST" and scope.get("path", "").rstrip("/") == UPLOAD_PATH
 
+    @staticmethod
+    def caller_first(scope: dict[str, Any]) -> bool:
+        """A request whose caller is checked before its body is read: one that may carry a body
+        (not GET, HEAD or OPTIONS) to an /api/ endpoint."""
+        return scope.get("method") not in ("GET", "HEAD", "OPTIONS") and scope.get("path", "").startswith("/api/")
+
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
@@ -142,7 +150,7 @@ class BodyLimit:
             detail = f"{what} too large ({declared} bytes; the limit is {megabytes(cap)})"
             await error_response(413, detail)(scope, receive, send)
             return
-        if upload and not await self.admitted(state.gate, scope, receive, send):
+        if self.caller_first(scope) and not await self.admitted(state.gate, scope, receive, send):
             return
         boundary = multipart_boundary(headers) if upload else None
         parts = PartSizes(boundary) if boundary else None
