@@ -36,7 +36,7 @@ class _Reader:
         return doc_id is None or self.allowed is None or doc_id in self.allowed
 
     def may_read_chunk(self, chunk_id: str) -> bool:
-        # a chunk id starts with its document id's first 8 characters (ingest.pipeline.chunk_id_for)
+        # a chunk id starts with its document id's first 8 characters (ingest.document_chunks.chunk_id_for)
         prefix = chunk_id.split("-", 1)[0]
         return self.allowed is None or any(d.startswith(prefix) for d in self.allowed)
 

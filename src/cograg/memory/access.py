@@ -57,7 +57,7 @@ def cited_readable(source_hit: SourceHit, *, chunk_exists: Callable[[str], bool]
     to), so it informs this turn only while the caller could still read every source it cited.
     Unlike a fact, an earlier turn is not held to this turn's scope, and a chunk that is gone
     (its document re-ingested with new text, or deleted) is judged by its document: a chunk id
-    starts with its document id's first 8 characters (`ingest.pipeline.chunk_id_for`).
+    starts with its document id's first 8 characters (`ingest.document_chunks.chunk_id_for`).
     `source_hit` is the scope-free hit lookup; `docs_with_prefix(prefix)` gives (doc id, admitted by
     the corpus policy) of the stored documents; `allowed()` the caller's readable document ids, None
     when no ACL applies (then a deleted document's turn stays, as the session view shows it)."""
