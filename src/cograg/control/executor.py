@@ -38,6 +38,7 @@ Run status, for the caller's fallback decision (R3 → R2 → R1 → R4):
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import queue
 import threading
@@ -235,8 +236,12 @@ class _Run:
         facts = [self.nodes[d].result for d in task.dependencies]
         self.ex._emit(TASK_STARTED, {"id": task.id, "kind": task.kind, "description": task.description,
                                      "dependencies": list(task.dependencies), "attempt": node.attempts})
-        threading.Thread(target=_run_attempt, name=f"cograg-task-{task.id}-{node.attempts}", daemon=True,
-                         args=(runner, task, facts, token, (task.id, node.attempts), self.outbox)).start()
+        # in a copy of this context: the turn's deadline for model calls (models.llm.base.calls_end_by)
+        # holds in the task's thread too
+        context = contextvars.copy_context()
+        threading.Thread(target=context.run, name=f"cograg-task-{task.id}-{node.attempts}", daemon=True,
+                         args=(_run_attempt, runner, task, facts, token, (task.id, node.attempts),
+                               self.outbox)).start()
 
     def _attempt_failed(self, node: _Node, status: TaskStatus, error: str) -> None:
         """An attempt raised or timed out: retry while attempts are left, else the node fails."""

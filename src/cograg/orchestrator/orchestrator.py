@@ -19,6 +19,7 @@ from cograg.trace import RecordingLLM, Trace
 from cograg.config import AnswerConfig
 from cograg.control.models import ROUTE_OF_MODE, CancelToken, RouteDecision
 from cograg.messages import failure_reason, message
+from cograg.models.llm.base import calls_end_by
 from cograg.orchestrator.events import EventBus
 from cograg.orchestrator.plan_tasks import find_conflicts
 from cograg.orchestrator.planned import PlannedMode
@@ -73,20 +74,22 @@ class Orchestrator:
         turn.session = session
         decision: RouteDecision | None = None
         resp: AnswerResponse | None = None
-        while (action := turn.machine.next_action()) is not Action.FINISH:
-            if action is Action.RECEIVE:
-                turn.event("USER_INPUT_RECEIVED")
-                answerer.record_prompt_versions(turn.trace)
-                if session is not None:
-                    self._memory_loaded(turn, session)
-            elif action is Action.ROUTE:
-                decision = self._route(turn, facts, has_context)
-                turn.event("ROUTE_DECIDED", route=decision.route, mode=decision.mode, reasons=decision.reasons[:8])
-            elif action is Action.RUN_MODE:
-                assert decision is not None
-                resp = self._run_mode(turn, decision, answerer, facts or [])
-            else:  # Action.FALL_BACK
-                resp = self._fall_back(turn)
+        # every model call of the turn, the judge's and the look-ups' too, ends by its deadline
+        with calls_end_by(turn.deadline):
+            while (action := turn.machine.next_action()) is not Action.FINISH:
+                if action is Action.RECEIVE:
+                    turn.event("USER_INPUT_RECEIVED")
+                    answerer.record_prompt_versions(turn.trace)
+                    if session is not None:
+                        self._memory_loaded(turn, session)
+                elif action is Action.ROUTE:
+                    decision = self._route(turn, facts, has_context)
+                    turn.event("ROUTE_DECIDED", route=decision.route, mode=decision.mode, reasons=decision.reasons[:8])
+                elif action is Action.RUN_MODE:
+                    assert decision is not None
+                    resp = self._run_mode(turn, decision, answerer, facts or [])
+                else:  # Action.FALL_BACK
+                    resp = self._fall_back(turn)
         if resp is None:  # a failure the machine could not fall back from (a bug): still a reply
             turn.machine.anomalies.append(f"turn ended in {turn.machine.state.value} without a reply")
             resp = self._cannot(turn, "no mode produced an answer")

@@ -9,8 +9,10 @@ in `types` stays the documented interface; this class is one way to meet it.
 
 from __future__ import annotations
 
+import contextvars
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 
 from pydantic import BaseModel
 
@@ -31,6 +33,35 @@ from cograg.models.llm.types import (
 
 def _remaining(deadline: float | None) -> float | None:
     return None if deadline is None else deadline - time.monotonic()
+
+
+# The time (time.monotonic()) by which every model call made in this context must end: a turn's
+# wall budget. A call's own timeout_s is cut to what is left of it, so a call that starts near the
+# end of the budget stops there (llama.cpp's deadline stopping criterion, the HTTP client's
+# timeout) instead of running its full configured timeout past the turn's end.
+_CALLS_END_BY: contextvars.ContextVar[float | None] = contextvars.ContextVar("cograg_calls_end_by", default=None)
+MIN_CALL_TIMEOUT_S = 0.001  # a call started with no time left still gets a valid (and at once spent) timeout
+
+
+@contextmanager
+def calls_end_by(deadline: float | None) -> Iterator[None]:
+    """Every model call in this context (and in threads started with a copy of it) ends by
+    `deadline`, or an earlier one an enclosing scope set; None adds no limit."""
+    outer = _CALLS_END_BY.get()
+    token = _CALLS_END_BY.set(deadline if outer is None else outer if deadline is None else min(outer, deadline))
+    try:
+        yield
+    finally:
+        _CALLS_END_BY.reset(token)
+
+
+def bounded_timeout(timeout_s: float | None) -> float | None:
+    """`timeout_s` cut to the time left before the context's `calls_end_by` deadline."""
+    deadline = _CALLS_END_BY.get()
+    if deadline is None:
+        return timeout_s
+    left = max(deadline - time.monotonic(), MIN_CALL_TIMEOUT_S)
+    return left if timeout_s is None else min(timeout_s, left)
 
 
 class ChatModelBase:
@@ -63,7 +94,7 @@ class ChatModelBase:
         stop: list[str] | None = None,
     ) -> LLMResponse:
         check_chat_args(max_tokens, temperature, timeout_s)
-        return self._chat(coerce_messages(messages), max_tokens, temperature, timeout_s, stop)
+        return self._chat(coerce_messages(messages), max_tokens, temperature, bounded_timeout(timeout_s), stop)
 
     def stream(
         self,
@@ -75,7 +106,7 @@ class ChatModelBase:
     ) -> Iterator[str]:
         """Text deltas. Arguments are checked now; when generation starts is up to the backend."""
         check_chat_args(max_tokens, temperature, timeout_s)
-        return self._stream(coerce_messages(messages), max_tokens, temperature, timeout_s)
+        return self._stream(coerce_messages(messages), max_tokens, temperature, bounded_timeout(timeout_s))
 
     def chat_json(
         self,
@@ -102,6 +133,7 @@ class ChatModelBase:
         if enforced_schema is not None:
             check_enforced_schema(schema, enforced_schema)
         check_chat_args(max_tokens, 0.0, timeout_s)
+        timeout_s = bounded_timeout(timeout_s)
         msgs = with_json_instruction(coerce_messages(messages), schema)
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         enforced = enforced_schema or schema
