@@ -38,3 +38,27 @@ def test_calibration_picks_the_confidence_with_the_best_f1_and_the_pass_rate_tha
     missing = {"gold_total": 2, "gold_graded": 0, "grades": grades[6:9] + grades[6:8]}  # pass rate 0.0
     rate, _ = choose_pass_rate([complete, missing], conf)
     assert 0.0 < rate <= 0.4
+
+
+SCIFACT = HOTPOT.parents[1] / "verification" / "scifact_nli_train.jsonl"
+
+
+@pytest.mark.skipif(not SCIFACT.exists(), reason="needs ../shared/data/verification")
+def test_no_scifact_claim_is_in_both_parts():
+    # split by (claim, abstract) pair, 25 claims had pairs in both parts: the evaluation half
+    # judged claims whose wording the calibration half had shown
+    from cograg.eval.splits import select
+
+    records = [json.loads(line) for line in SCIFACT.read_text(encoding="utf-8").splitlines() if line.strip()]
+    cal, ev = select(records, "calibration"), select(records, "evaluation")
+    assert len(cal) + len(ev) == len(records)
+    assert {r["claim_id"] for r in cal}.isdisjoint(r["claim_id"] for r in ev)
+    assert 0.25 <= len({r["claim_id"] for r in cal}) / len({r["claim_id"] for r in records}) <= 0.42
+
+
+def test_items_sharing_a_claim_share_a_part_and_keep_their_own_ids():
+    from cograg.eval.splits import item_id
+
+    pairs = [{"claim_id": 7, "doc_id": d, "claim": "c", "abstract": "a", "label": "SUPPORT"} for d in range(40)]
+    assert len({split_of(p) for p in pairs}) == 1
+    assert len({item_id(p) for p in pairs}) == 40

@@ -4,7 +4,9 @@ The rule, the same for every set and every item:
 
     id     = the item's own id (`id`, `_id`, `qid`; SciFact: `claim_id:doc_id`), else its question
              (plus its context, where a question is asked of several contexts, as in BIPIA)
-    bucket = int(sha256("cograg-split-v1:" + id)[:8], 16) / 2**32
+    key    = the id, except where several items share one claim: SciFact's pairs of one claim with
+             its abstracts are split together, by "claim:" + claim_id, so no claim is in both parts
+    bucket = int(sha256("cograg-split-v1:" + key)[:8], 16) / 2**32
     split  = "calibration" if bucket < 1/3 else "evaluation"
 
 It depends on nothing but the id, so it is stable across runs, machines, file order, subsets and
@@ -28,7 +30,8 @@ from typing import Any, Literal
 Split = Literal["calibration", "evaluation"]
 SplitChoice = Literal["calibration", "evaluation", "all"]
 SPLIT_CHOICES: tuple[str, ...] = ("calibration", "evaluation", "all")
-SPLIT_RULE = ("sha256-v1: calibration when int(sha256('cograg-split-v1:'+id)[:8],16)/2**32 < 1/3; "
+SPLIT_RULE = ("sha256-v1: calibration when int(sha256('cograg-split-v1:'+key)[:8],16)/2**32 < 1/3, key = the "
+              "item's id, or 'claim:'+claim_id for SciFact pairs (one claim, one part); "
               "a historic split label wins (dev, heldout: calibration; heldout2: evaluation)")
 CALIBRATION_SHARE = 1 / 3
 _SALT = "cograg-split-v1:"
@@ -52,6 +55,14 @@ def item_id(record: Mapping[str, Any]) -> str:
     return f"{question}\n{context}" if context else str(question)
 
 
+def split_key(record: Mapping[str, Any]) -> str:
+    """What the split rule hashes: the item's id, or its claim where items share one (SciFact: a
+    claim is judged against several abstracts; split by pair, 25 claims fell in both parts)."""
+    if record.get("claim_id") not in (None, ""):
+        return f"claim:{record['claim_id']}"
+    return item_id(record)
+
+
 def split_of_id(identifier: str) -> Split:
     digest = hashlib.sha256((_SALT + identifier).encode("utf-8")).hexdigest()
     return "calibration" if int(digest[:8], 16) / 2**32 < CALIBRATION_SHARE else "evaluation"
@@ -61,7 +72,7 @@ def split_of(record: Mapping[str, Any]) -> Split:
     label = record.get("split")
     if isinstance(label, str) and label in HISTORIC_LABELS:
         return HISTORIC_LABELS[label]
-    return split_of_id(item_id(record))
+    return split_of_id(split_key(record))
 
 
 def select(records: Iterable[Mapping[str, Any]], split: str) -> list[Any]:
