@@ -242,3 +242,32 @@ def test_a_negation_elsewhere_in_the_cited_sentence_does_not_contradict_a_plain_
     flipped = Verifier(judge).check("Trams run on Christmas Day [1].",
                                     {"1": "Buses run every hour, but trams do not run on Christmas Day."})
     assert flipped.verdict == "CONTRADICTED" and flipped.method == "negation" and len(judge.calls) == calls
+
+
+def test_an_answer_that_gives_the_question_s_unmentioned_subject_another_s_figure_is_refused(tmp_path: Path):
+    """Asked of the example corpus "How many passenger trips did the Vellmouth tram network carry in
+    2023?", the 1.5B model gave Vellmouth, which no document names, Lindenport's 31.2 million trips,
+    the judge agreeing. The answerer gives the verifier every block it wrote from."""
+    from cograg.answer.answerer import AnswerConfig
+
+    docs = {"report.txt": "The Lindenport tram network carried 31.2 million passenger trips in 2023.\n\n"
+                          "Revenue from fares was EUR 41.0 million.",
+            "bridge.txt": "The Linden Bridge has seven arches. It was designed by Tobias Marrick."}
+    eng = make_engine(tmp_path, docs)
+    open_cfg = AnswerConfig(min_evidence_cosine=-1.0, min_evidence_cosine_zh=-1.0)
+    vellmouth = answering("The Vellmouth tram network carried 31.2 million passenger trips in 2023 [{n}].",
+                          "31.2 million")
+    judge = RecordingJudge()
+    r = with_models(eng, llm=ScriptedLLM([vellmouth] * 3), judge=judge).answerer(open_cfg).answer(
+        "How many passenger trips did the Vellmouth tram network carry in 2023?")
+    assert r.fallback and "Vellmouth tram network carried" not in r.answer
+    verdicts = eng.trace(r.trace_id)["verdicts"]
+    assert verdicts and all(v["method"] == "names" and "vellmouth" in v["reason"] for v in verdicts)
+    assert judge.calls == []
+    # the question about the network the passage names is answered with the same figure
+    network = answering("The Lindenport tram network carried 31.2 million passenger trips in 2023 [{n}].",
+                        "31.2 million")
+    r = with_models(eng, llm=ScriptedLLM([network]), judge=RecordingJudge()).answerer(open_cfg).answer(
+        "How many passenger trips did the Lindenport tram network carry in 2023?")
+    assert not r.fallback and "31.2 million" in r.answer
+    eng.close()

@@ -337,6 +337,37 @@ def test_names_may_come_from_the_question_and_are_compared_as_words():
                                   "American directors?").claims[0].method == "agreeable"
 
 
+ANNUAL_REPORT = ("Lindenport Transit Authority - Annual Report 2023. 1. Overview of the Year. The Lindenport "
+                 "tram network carried 31.2 million passenger trips in 2023, 4.1 % more than in 2022.")
+
+
+def test_a_name_from_the_question_that_no_passage_mentions_is_unrelated_without_a_judge():
+    """Asked "How many passenger trips did the Vellmouth tram network carry in 2023?" of the example
+    corpus, which has no Vellmouth, the 1.5B model gave Lindenport's figure to Vellmouth and the
+    judge passed it. A sentence may use the question's names; not one that no passage mentions."""
+    judge = AgreeableJudge()
+    c = [Citation(id="1", doc_id="d", chunk_id="c1", quote="", source="s", score=1.0)]
+    q = "How many passenger trips did the Vellmouth tram network carry in 2023?"
+    claim = "The Vellmouth tram network carried 31.2 million passenger trips in 2023 [1]."
+    context = "[1] Annual Report 2023\n" + ANNUAL_REPORT + "\n[2] The Lindenport Tram Network\nTrams run all day."
+    check = Verifier(judge).verify(claim, c, {"1": ANNUAL_REPORT}, question=q, context=context).claims[0]
+    assert not check.kept and check.verdict == "UNRELATED" and check.method == "names"
+    assert "vellmouth" in check.reason and judge.claims == []
+    # without the context (a caller that has none) the check is not made: the judge decides
+    assert Verifier(judge).verify(claim, c, {"1": ANNUAL_REPORT}, question=q).claims[0].kept
+    # a name the question and another passage of the context hold is allowed: a bridge answer
+    # cites the paragraph with the answer, and the question's entity is in the first hop's
+    bridge_q = "How many trips did the tram network of the city twinned with Vellmouth carry in 2023?"
+    twinned = context + "\n[3] Vellmouth\nVellmouth is twinned with Lindenport."
+    bridged = "The tram network of Lindenport, twinned with Vellmouth, carried 31.2 million passenger trips [1]."
+    assert Verifier(judge).verify(bridged, c, {"1": ANNUAL_REPORT}, question=bridge_q,
+                                  context=twinned).claims[0].kept
+    # a sentence citing Chinese text is left to the judge, as the other names check leaves it
+    zh = {"1": "林登港有轨电车网络2023年运送乘客3120万人次。"}
+    assert Verifier(judge).verify("The Vellmouth network carried 31.2 million [1].", c, zh, question=q,
+                                  context=zh["1"]).claims[0].method != "names"
+
+
 def test_a_question_copied_back_is_no_answer():
     """"Gallu is a demon Lilu is what? [1]": the 1.5B model wrote the question back with a marker,
     and the judge called it SUPPORTED (seen in an evaluation-split run)."""

@@ -374,7 +374,8 @@ class Answerer:
 
         # the judge's own model calls go into this trace too (it may be a different model)
         verification = recording_verifier(self.verifier, trace).verify(
-            validated.answer, validated.citations, evidence_by_id, question=q, on_verified=stream_verified)
+            validated.answer, validated.citations, evidence_by_id, question=q, on_verified=stream_verified,
+            context="\n".join(f"{b.label}\n{b.text}" for b in blocks))
         trace.verdicts = [c.model_dump() for c in verification.claims]
         trace.event("VERIFIED", supported=verification.supported, total=verification.total)
         kept: list[str] = []

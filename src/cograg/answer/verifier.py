@@ -206,7 +206,7 @@ class Verifier:
 
     def _precheck(self, index: int, sentence: str, evidence_by_id: dict[str, str],
                   quotes_by_id: dict[str, str], question: str | None = None,
-                  named_in: str = "") -> ClaimCheck | _Pending:
+                  named_in: str = "", context: str | None = None) -> ClaimCheck | _Pending:
         """Everything before the judge: citations, numbers, names, negation, verbatim span, similarity.
         With a `question`, a verbatim span skips the judge only when it is about what is asked."""
         ids = list(dict.fromkeys(k for k, _, _ in markers_in(sentence)))
@@ -245,6 +245,17 @@ class Verifier:
             return ClaimCheck(sentence=sentence, citation_ids=known, verdict="UNRELATED", method="names",
                               reason=f"names in neither the cited text nor the question: {', '.join(sorted(unnamed))}",
                               kept=False)
+        if context is not None and question and not is_chinese(evidence):
+            # a name the sentence takes from the question must be in some passage the answer was
+            # written from: asked how many trips "the Vellmouth tram network" carried, of a corpus
+            # with no Vellmouth, the 1.5B model gave it Lindenport's 31.2 million and the judge
+            # passed it. The question's names may be elsewhere than in the cited block (a bridge
+            # question's answer cites the second paragraph only), so the whole context is searched
+            absent = (latin_names(claim) & content_words(question)) - content_words(f"{context}\n{named_in}")
+            if absent:
+                return ClaimCheck(sentence=sentence, citation_ids=known, verdict="UNRELATED", method="names",
+                                  reason=f"names from the question in no passage the answer was written from: "
+                                         f"{', '.join(sorted(absent))}", kept=False)
         if negation_contradicts(claim, evidence):
             return ClaimCheck(sentence=sentence, citation_ids=known, verdict="CONTRADICTED", method="negation",
                               reason="negation differs from the cited text", kept=False)
@@ -300,13 +311,16 @@ class Verifier:
     def verify(self, answer: str, citations: list[Citation], evidence_by_id: dict[str, str],
                question: str | None = None,
                on_verified: Callable[[int, ClaimCheck], None] | None = None, *,
-               named_in: str = "") -> VerificationResult:
+               named_in: str = "", context: str | None = None) -> VerificationResult:
         """`evidence_by_id`: citation id → the full text of the cited block. `on_verified(index,
         check)` is called for each sentence as soon as its verdict is final: the deterministic
         ones first, then those the judge decided. `named_in`: text besides the question and the
-        citations whose names a sentence may use (a claim the system composed from a question)."""
+        citations whose names a sentence may use (a claim the system composed from a question).
+        `context`: all the text the answer was written from (every block, cited or not); with it and
+        a question, a sentence that takes a name from the question no passage mentions is UNRELATED."""
         quotes_by_id = {c.id: c.quote for c in citations if c.quote}
-        checks: list[ClaimCheck | _Pending] = [self._precheck(i, s, evidence_by_id, quotes_by_id, question, named_in)
+        checks: list[ClaimCheck | _Pending] = [self._precheck(i, s, evidence_by_id, quotes_by_id, question, named_in,
+                                                               context)
                                                for i, s in enumerate(answer_sentences(answer))]
         if on_verified is not None:
             for i, c in enumerate(checks):
