@@ -54,6 +54,26 @@ def test_a_name_is_found_as_written_case_and_a_leading_article_aside():
     assert names("南通是江苏省的地级市。", "南通", "景德镇")
 
 
+def test_an_event_side_is_named_by_the_name_it_is_of():
+    # "Which came first, the forming of The Dandy Warhols or the birth of Robert Young?": no
+    # statement writes "the forming of The Dandy Warhols"; each is placed by the name it is of
+    from cograg.orchestrator.check_sides import named_in_event, names, side_of
+
+    assert named_in_event("the forming of The Dandy Warhols") == "The Dandy Warhols"
+    assert named_in_event("the first release of 'Strange Mercy'") == "'Strange Mercy'"
+    for name in ("the University of Oxford", "the Duke of York", "The Dandy Warhols", "the Rhine Bridge"):
+        assert named_in_event(name) == name
+    pair = ("the forming of The Dandy Warhols", "the birth of Robert Young")
+    assert names("The Dandy Warhols formed in Portland in 1994 [1].", *pair)
+    assert not names("Robert Young was born on 6 April 1849 [2].", *pair)
+    assert side_of(pair, look_up("When did the birth of Robert Young happen or begin?",
+                                 "Robert Young was born on 6 April 1849 [1]."), []) == 1
+    assert side_of(pair, look_up("When did the forming of The Dandy Warhols happen or begin?",
+                                 "The band formed in 1994 [1]."), ["The Dandy Warhols formed in 1994."]) == 0
+    # the event's name still must not be only part of the other side's name
+    assert not names("Ohio State won in 1942.", "the founding of Ohio", "the founding of Ohio State")
+
+
 def test_a_look_up_is_placed_by_its_verified_statement_not_by_what_it_was_asked():
     from cograg.orchestrator.check_sides import side_of
 

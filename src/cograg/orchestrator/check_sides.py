@@ -12,7 +12,10 @@ proposes the look-ups; which side a value belongs to is decided here, from what 
 * a statement naming neither (a name written in full: 'Nicholas Lofton "Nick" Hexum') is placed by
   the chunks it cites, when they name one side and not the other;
 * what the look-up cites and what it was asked must not point to the other side only: a look-up
-  asked about A whose statement is about B is no side of either.
+  asked about A whose statement is about B is no side of either;
+* a side that is an event of a name ("the forming of The Dandy Warhols", "the birth of Robert
+  Young") is named where its name is: a statement says "The Dandy Warhols formed in 1994", never
+  "the forming of The Dandy Warhols".
 
 A look-up that cannot be placed, or two placed on one side, place nothing (None): the check does
 not decide (the model reasons, verified as ever, or the turn gives an honest partial answer).
@@ -28,6 +31,9 @@ from cograg.answer.contract import strip_markers
 from cograg.control.models import TaskResult
 
 _ARTICLE = re.compile(r"^(?:the|a|an)\s+", re.I)
+# "the forming of", "the birth of", "the first release of": lower-case words, then "of", then a name
+# (a capital or a digit); "the University of Oxford" and "the Duke of York" are names themselves
+_EVENT_OF = re.compile(r"^(?:(?:the|a|an)\s+)?(?:[a-z][\w'-]*\s+){1,3}?of\s+(?P<name>[\"'“‘(]?[A-Z0-9].*)$")
 
 
 def _plain(text: str) -> str:
@@ -46,10 +52,19 @@ def _pattern(name: str) -> str:
             + (r"(?![^\W_])" if latin(name[-1]) else ""))
 
 
+def named_in_event(entity: str) -> str:
+    """The name an event side is about ("The Dandy Warhols" of "the forming of The Dandy Warhols"),
+    else `entity` itself."""
+    m = _EVENT_OF.match(entity.strip())
+    return m.group("name").strip() if m else entity
+
+
 def names(text: str, entity: str, other: str) -> bool:
     """Whether `text` names `entity`, not counting where it is part of `other`'s name ("Ohio" in
     "Ohio State"). Case aside, or without a leading article ("Linden Bridge" for "the Linden
-    Bridge") in the name's own capitals."""
+    Bridge") in the name's own capitals; an event side by the name it is of (`named_in_event`)."""
+    if named_in_event(entity) != entity and names(text, named_in_event(entity), named_in_event(other)):
+        return True
     t, e, o = _plain(text), _plain(entity), _plain(other)
     if not e:
         return False
@@ -99,4 +114,4 @@ def sides(entities: tuple[str, str], looked_up: list[TaskResult],
     return placed
 
 
-__all__ = ["names", "side_of", "sides"]
+__all__ = ["named_in_event", "names", "side_of", "sides"]
