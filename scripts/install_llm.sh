@@ -64,18 +64,28 @@ EOF
 }
 
 # 1. llama-cpp-python from source --------------------------------------------------------------
-if "$PY" -c "import llama_cpp, sys; sys.exit(0 if llama_cpp.__version__ == '$LLAMA_VERSION' else 1)" 2>/dev/null; then
+# GGML_NATIVE: tuned for this CPU. No BLAS (ggml's own kernels are faster for quantised models), no
+# multimodal (mtmd) library: cograg only does text. No AMX: on a CPU with AMX (Sapphire Rapids and
+# later) -march=native compiles ggml's AMX backend, which repacks the Q4_K/Q6_K weights and then
+# crashes (SIGSEGV) in the first decode (llama.cpp issue 20824); the -mno-amx-* flags win over
+# -march=native, so AVX-512 and VNNI stay on.
+NO_AMX="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=ON -DGGML_BLAS=OFF -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DCMAKE_C_FLAGS='$NO_AMX' -DCMAKE_CXX_FLAGS='$NO_AMX'}"
+# The build arguments are kept beside the venv: a build made with other arguments (an older
+# version of this script, an AMX build) is built again, not kept because its version matches.
+BUILD_ARGS_FILE="$VENV/.llama-cpp-build-args"
+if "$PY" -c "import llama_cpp, sys; sys.exit(0 if llama_cpp.__version__ == '$LLAMA_VERSION' else 1)" 2>/dev/null \
+        && [[ "$(cat "$BUILD_ARGS_FILE" 2>/dev/null)" == "$LLAMA_VERSION $CMAKE_ARGS" ]]; then
     echo "llama-cpp-python $LLAMA_VERSION already installed"
 else
     echo "building llama-cpp-python $LLAMA_VERSION from source (CPU) ..."
     start=$(date +%s)
-    # GGML_NATIVE: tuned for this CPU. No BLAS (ggml's own kernels are faster for quantised
-    # models), no multimodal (mtmd) library: cograg only does text.
-    export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=ON -DGGML_BLAS=OFF -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF}"
     export CMAKE_BUILD_PARALLEL_LEVEL="${LLAMA_JOBS:-$(nproc 2>/dev/null || echo 2)}"
     # --no-cache-dir: a wheel cached from another machine (other CPU flags) must not be reused.
+    "$PY" -m pip uninstall --yes --quiet llama-cpp-python 2>/dev/null || true
     pip_install --no-cache-dir --no-binary llama-cpp-python \
         "llama-cpp-python==$LLAMA_VERSION" "${RUNTIME_PINS[@]}"
+    echo "$LLAMA_VERSION $CMAKE_ARGS" > "$BUILD_ARGS_FILE"
     echo "llama-cpp-python built in $(( $(date +%s) - start )) s"
 fi
 
