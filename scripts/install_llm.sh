@@ -81,8 +81,9 @@ else
     echo "building llama-cpp-python $LLAMA_VERSION from source (CPU) ..."
     start=$(date +%s)
     export CMAKE_BUILD_PARALLEL_LEVEL="${LLAMA_JOBS:-$(nproc 2>/dev/null || echo 2)}"
-    # --no-cache-dir: a wheel cached from another machine (other CPU flags) must not be reused.
+    # pip keeps an installed build of the same version: one made with other arguments goes first
     "$PY" -m pip uninstall --yes --quiet llama-cpp-python 2>/dev/null || true
+    # --no-cache-dir: a wheel cached from another machine (other CPU flags) must not be reused.
     pip_install --no-cache-dir --no-binary llama-cpp-python \
         "llama-cpp-python==$LLAMA_VERSION" "${RUNTIME_PINS[@]}"
     echo "$LLAMA_VERSION $CMAKE_ARGS" > "$BUILD_ARGS_FILE"

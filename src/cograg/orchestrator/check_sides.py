@@ -63,7 +63,8 @@ def names(text: str, entity: str, other: str) -> bool:
     """Whether `text` names `entity`, not counting where it is part of `other`'s name ("Ohio" in
     "Ohio State"). Case aside, or without a leading article ("Linden Bridge" for "the Linden
     Bridge") in the name's own capitals; an event side by the name it is of (`named_in_event`)."""
-    if named_in_event(entity) != entity and names(text, named_in_event(entity), named_in_event(other)):
+    name = named_in_event(entity)
+    if name != entity and names(text, name, named_in_event(other)):
         return True
     t, e, o = _plain(text), _plain(entity), _plain(other)
     if not e:
