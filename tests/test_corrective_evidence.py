@@ -329,3 +329,31 @@ def test_r2_turn_whose_retried_answer_fails_verification_still_refuses(eng: Engi
     t = eng.trace(resp.trace_id)
     assert t["loop"]["answered_from"] == "retrieved" and t["states"][-1] == "REFUSED"
     assert [c.verdict for c in resp.claims] == ["UNRELATED"]  # the retried answer was judged, and rejected
+
+
+# ---------------------------------------------------------------- the turn's best score
+
+
+def test_a_follow_up_hops_search_does_not_raise_the_turns_evidence_score():
+    # R2 answers its graded documents only when the turn's best calibrated score clears the refusal
+    # floor. A hop's query holds the seed passage's text, so its cosine is that passage's likeness
+    # to itself (0.948 against the question's 0.831 on a HotpotQA question the floor refuses)
+    from cograg.orchestrator.turn import TurnEvidence
+    from cograg.retrieval.hops import with_follow_up
+
+    seed = hit("a", "Jung Joon-young (born February 21, 1989) is a South Korean singer-songwriter.", "Jung Joon-young")
+    other = hit("b", "Cheongdam-dong Alice is a 2012 South Korean television series.", "Cheongdam-dong Alice")
+
+    def search(query: str, k: int) -> SearchResult:
+        seeded = seed.text in query  # the passage's own words in the query: near-identical embeddings
+        return SearchResult(query=query, mode="hybrid", hits=[seed, other][:k], evidence_source="vector_cosine",
+                            evidence_score=0.948 if seeded else 0.831)
+
+    evidence = TurnEvidence()
+    recorded = evidence.recording(search, 6)
+    q = "Who directed the film in which Jung Joon-young made his big screen debut?"
+    with_follow_up(recorded, q, recorded(q))
+    assert [s["evidence"] for s in evidence.searches] == [0.831, 0.948]  # both searches stay in the trace
+    assert evidence.best == (0.831, "vector_cosine")
+    recorded("Which film did Jung Joon-young make his big screen debut in?")  # a rewrite is a question: scored
+    assert evidence.best == (0.831, "vector_cosine") and len(evidence.searches) == 3

@@ -16,6 +16,7 @@ from cograg.config import AnswerConfig, ControlBudget, Settings
 from cograg.control.models import CancelToken, mode_name
 from cograg.orchestrator.events import BusEvent, EventBus
 from cograg.orchestrator.state_machine import State, TurnStateMachine
+from cograg.retrieval.hops import is_hop_query
 from cograg.retrieval.models import SearchHit, SearchResult
 
 T = TypeVar("T")
@@ -104,7 +105,9 @@ class BudgetedLLM(CheckedLLM):
 
 class TurnEvidence:
     """Every hit one turn has seen (reason tasks cite their inputs' chunks) and the turn's best
-    calibrated evidence score (R2 keeps the refusal floor over all its searches)."""
+    calibrated evidence score (R2 keeps the refusal floor over all its searches). A follow-up hop's
+    search is kept but not scored: its query holds a passage's text, so its cosine (0.95 where the
+    question's own search had 0.83) is that passage's likeness to itself and would open the floor."""
 
     def __init__(self) -> None:
         self.hits: dict[str, SearchHit] = {}
@@ -118,10 +121,11 @@ class TurnEvidence:
             self.searches.append({"query": query, "chunk_ids": [h.chunk_id for h in result.hits],
                                   "evidence": result.evidence_score,
                                   "fusion": result.fusion.model_dump() if result.fusion else None})
+            hop = is_hop_query(query, self.hits.values())
             for h in result.hits:
                 self.hits.setdefault(h.chunk_id, h)
             best, _ = self.best
-            if result.evidence_score is not None and (best is None or result.evidence_score > best):
+            if not hop and result.evidence_score is not None and (best is None or result.evidence_score > best):
                 self.best = (result.evidence_score, result.evidence_source)
             return result
         return recorded

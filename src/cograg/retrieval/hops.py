@@ -20,7 +20,7 @@ for its top 10); the 22 comparison questions stay at 1.000.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Literal
 
 from cograg.retrieval.models import SearchHit, SearchResult
@@ -48,7 +48,7 @@ def with_follow_up(search: Callable[[str], SearchResult], query: str, first: Sea
     seed = next((h for h in first.hits if h.snippet_visible), None)
     if seed is None:
         return first
-    second = search(f"{query}\n{seed.text}")
+    second = search(hop_query(query, seed))
     size = len(first.hits)
     if keep is None and merge == "two_thirds":
         keep = max(1, size * 2 // 3)
@@ -63,6 +63,18 @@ def with_follow_up(search: Callable[[str], SearchResult], query: str, first: Sea
     for h in merged:  # each chunk at its first place
         placed.setdefault(h.chunk_id, h)
     return first.model_copy(update={"hits": list(placed.values())[:size]})
+
+
+def hop_query(query: str, seed: SearchHit) -> str:
+    """The follow-up hop's query: the question, then the text of the passage that seeds it."""
+    return f"{query}\n{seed.text}"
+
+
+def is_hop_query(query: str, seen: Iterable[SearchHit]) -> bool:
+    """Whether `query` is a follow-up hop's, seeded by one of the passages `seen`. Its evidence score
+    says how like that passage the passage's own text is, not how well the sources answer the
+    question, so a refusal floor must not read it."""
+    return any(query.endswith("\n" + h.text) for h in seen if h.text)
 
 
 def _unit(hit: SearchHit) -> tuple[str, object]:
@@ -88,4 +100,4 @@ def _merged(first: list[SearchHit], second: list[SearchHit]) -> list[SearchHit]:
     return kept + novel + [h for h in middle if h.chunk_id not in kept_ids] + added + first[two_thirds:]
 
 
-__all__ = ["HopMerge", "follow_up_search", "with_follow_up"]
+__all__ = ["HopMerge", "follow_up_search", "hop_query", "is_hop_query", "with_follow_up"]
