@@ -271,3 +271,21 @@ def test_an_answer_that_gives_the_question_s_unmentioned_subject_another_s_figur
         "How many passenger trips did the Lindenport tram network carry in 2023?")
     assert not r.fallback and "31.2 million" in r.answer
     eng.close()
+
+
+def test_a_negation_inside_a_quoted_title_does_not_contradict_a_plain_claim():
+    """Seen on a HotpotQA calibration question: "1994 [1]" for the year Dawn Penn's single became a
+    hit was refused as CONTRADICTED, because the cited sentence names the song "You Don't Love Me
+    (No, No, No)". A title's words negate nothing; the judge decides."""
+    judge = RecordingJudge()
+    ev = {"1": "\"You Don't Love Me (No, No, No)\" is a song by Jamaican recording artist Dawn Penn from her "
+               "debut studio album, \"No, No, No\" (1994)."}
+    check = Verifier(judge).check("1994 [1]", ev, question="In which year did the single that Dawn Penn is most "
+                                                          "known for become a worldwide hit?")
+    assert check.method != "negation" and len(judge.calls) == 1
+    zh = Verifier(judge).check("这首歌发行于1994年[1]。", {"1": "《你不爱我》是一首歌，发行于1994年。"})
+    assert zh.method != "negation"
+    # outside the quotes a negation still negates the claim's own words
+    denied = Verifier(judge).check("The song \"Yang Yang\" was released in 1973 [1].",
+                                   {"1": "The song \"Yang Yang\" was not released in 1973."})
+    assert denied.verdict == "CONTRADICTED" and denied.method == "negation"

@@ -62,6 +62,15 @@ def contributes(claim: str, evidence: str) -> bool:
     return bool(set(analyze(claim)) & set(analyze(evidence)))
 
 
+# a quoted span is a title or someone's words: its negation ("You Don't Love Me (No, No, No)", a
+# single whose year was refused as CONTRADICTED) is not the sentence's
+_QUOTED = re.compile(r'"[^"\n]{1,120}"|“[^”\n]{1,120}”|《[^》\n]{1,60}》')
+
+
+def _unquoted(text: str) -> str:
+    return _QUOTED.sub(" ", text)
+
+
 def _negated(text: str) -> bool:
     return bool(_NEGATION_EN.search(text) or _NEGATION_ZH.search(text))
 
@@ -121,6 +130,7 @@ def negation_contradicts(claim: str, evidence: str) -> bool:
     positively ("X and Y are not both American" from "Y was a Hungarian director"), which the
     judge decides. Likewise a plain claim is contradicted only where the text negates that fact
     itself, not wherever the closest sentence holds a negation word."""
+    claim, evidence = _unquoted(claim), _unquoted(evidence)
     closest = best_sentence(claim, evidence)
     if _negated(claim) == _negated(closest) or _negated(claim) == _negated(evidence):
         return False
