@@ -50,6 +50,25 @@ def link_claim(question: str, answer: str) -> str | None:
     return f"{subject} is the {m.group('x').rstrip(', ')}."
 
 
+def judged(latest: dict[str, dict], gold: dict[str, dict], text, judge) -> list[dict]:
+    """One row per answered question whose link claim can be written: the claim and its verdict."""
+    rows = []
+    for question, trace in latest.items():
+        outcome = trace["outcome"]
+        if outcome.get("fallback"):
+            continue
+        claim = link_claim(question, outcome["answer"])
+        if claim is None:
+            continue
+        context = "\n\n".join(text(c) for b in trace["context_blocks"] for c in b["chunk_ids"])
+        start = time.perf_counter()
+        verdict = judge.judge(claim, context, question=question).verdict
+        rows.append({"id": gold[question].get("id"), "right": gold[question]["answer"] in outcome["answer"],
+                     "claim": claim, "verdict": verdict, "seconds": round(time.perf_counter() - start, 1)})
+        print(json.dumps(rows[-1], ensure_ascii=False), flush=True)
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("questions", type=Path, help="a JSONL set with question and answer (the gold)")
@@ -68,24 +87,10 @@ def main() -> None:
     for question, data in db.execute("select question, data from traces order by created_at"):
         if question in gold:
             latest[question] = json.loads(data)
-    # the judge's own engine over an empty store: the eval store is only read
-    settings = Settings(store=Path(tempfile.mkdtemp()) / "store", models={"llm": "default"},
-                        verification={"judge": "llm"})
-    judge = Engine.open(settings=settings).components.judge.get()
-    rows = []
-    for question, trace in latest.items():
-        outcome = trace["outcome"]
-        if outcome.get("fallback"):
-            continue
-        claim = link_claim(question, outcome["answer"])
-        if claim is None:
-            continue
-        context = "\n\n".join(text(c) for b in trace["context_blocks"] for c in b["chunk_ids"])
-        start = time.perf_counter()
-        verdict = judge.judge(claim, context, question=question).verdict
-        rows.append({"id": gold[question].get("id"), "right": gold[question]["answer"] in outcome["answer"],
-                     "claim": claim, "verdict": verdict, "seconds": round(time.perf_counter() - start, 1)})
-        print(json.dumps(rows[-1], ensure_ascii=False), flush=True)
+    # the judge's own engine over an empty store of its own: the eval store is only read
+    with tempfile.TemporaryDirectory() as tmp, Engine.open(settings=Settings(
+            store=Path(tmp) / "store", models={"llm": "default"}, verification={"judge": "llm"})) as eng:
+        rows = judged(latest, gold, text, eng.components.judge.get())
     for right in (True, False):
         part = [r for r in rows if r["right"] is right]
         print(f"{'right' if right else 'wrong'} answers: {len(part)}, link SUPPORTED "
