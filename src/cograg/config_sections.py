@@ -67,6 +67,13 @@ class AnswerConfig(_Section):
         "documents", description="how the hop's hits join the first search's: 'documents' (its best half in front, "
                                  "its fourth hit kept there when another chunk of a document in front, else hits "
                                  "of other documents before it) or 'two_thirds' (its best two thirds in front)")
+    # Chosen on the calibration set benchmarks/data/number_bridges.jsonl (30 -> 35 of 38, wrong
+    # answers delivered 8 -> 2) and the HotpotQA calibration split (28 -> 28 of 36, wrong 5 -> 5);
+    # docs/benchmarks.md, "Documents a passage names by title"
+    linked_documents: Literal["off", "front", "only"] = Field(
+        "only", description="after the follow-up hop, documents that the question's documents name by their titles "
+                           "join the context (retrieval/links.py): 'front' puts them and the question's documents "
+                           "before the other hits, 'only' keeps no other hit, 'off' leaves the hits as found")
     # The refusal floors. multilingual-e5 scores Chinese text higher across the board than English,
     # so the cosine floor is per language. Both cosine floors were calibrated on the calibration
     # split only (cograg.eval.splits) by benchmarks/calibrate_floors.py: answerable cmrc2018 (zh) and

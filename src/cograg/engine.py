@@ -119,10 +119,11 @@ class Engine:
         return cls(settings, build_components(settings, create=create, **components))
 
     def answerer(self, config: AnswerConfig | None = None, *, principal: Principal | None = None,
-                 search: Any = None, save_traces: bool = True) -> Any:
+                 search: Any = None, save_traces: bool = True, lookup: Any = None) -> Any:
         """The verified-answer pipeline over this store (SPEC C). `config` replaces
-        `settings.answer`; `search` replaces the default hybrid search; `save_traces=False` for an
-        answerer that is a step of a larger turn."""
+        `settings.answer`; `search` replaces the default hybrid search (and `lookup`, the search of
+        a name for `answer.linked_documents`, the default one for `principal`); `save_traces=False`
+        for an answerer that is a step of a larger turn."""
         from cograg.answer.answerer import Answerer
         from cograg.answer.verifier import Verifier
 
@@ -130,13 +131,14 @@ class Engine:
         if search is None:
             def search(question: str) -> SearchResult:
                 return self.retrieve(question, k=cfg.retrieve_hits, mode="hybrid", principal=principal)
+            lookup = lookup or search
 
         parts = self.components
         verifier = Verifier(parts.judge.get(), embedder=parts.embedder.get(),
                             min_similarity=self.settings.verification.min_claim_similarity,
                             batch=self.settings.verification.judge_batch)
         return Answerer(search=search, llm=deferred_llm(parts.llm), verifier=verifier, config=cfg,
-                        verification=self.settings.verification,
+                        verification=self.settings.verification, lookup=lookup,
                         save_trace=(lambda t: self._save_trace(t, "answer")) if save_traces else None)
 
     def _save_trace(self, trace: Any, kind: str) -> None:
@@ -152,13 +154,16 @@ class Engine:
         def search(question: str, k: int = 6) -> SearchResult:
             return self.retrieve(question, k=k, mode="hybrid", principal=principal, **(search_options or {}))
 
+        def lookup(name: str) -> SearchResult:  # a name's search for linked documents, not recorded by the turn
+            return search(name)
+
         def chunk_text(chunk_id: str) -> str:
             chunk = self.store.get_chunk(chunk_id)
             return chunk.text if chunk is not None else ""
 
         parts = self.components
         return Orchestrator(search=search, llm=deferred_llm(parts.llm),
-                            answerer_factory=lambda s, cfg: self.answerer(cfg, search=s, save_traces=False),
+                            answerer_factory=lambda s, cfg: self.answerer(cfg, search=s, lookup=lookup, save_traces=False),
                             judge=parts.judge.get(), chunk_text=chunk_text,
                             save_trace=lambda t: self._save_trace(t, t.route or "answer"), bus=bus,
                             rules=parts.rules.get(), corpus_empty=lambda: self.store.count_chunks() == 0)

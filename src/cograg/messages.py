@@ -173,6 +173,7 @@ MESSAGES: dict[str, dict[Lang, str]] = {
     "web.event.REWRITE_REQUESTED": {"zh": "核实未通过，重新作答", "en": "No sentence verified; answering once more"},
     "web.event.DESCRIBED_ENTITY_NAMED": {"zh": "答案给出的是问题所描述的实体，而非所问内容；重新作答",
                                          "en": "The answer named the entity the question describes, not what it asks; written again"},
+    "web.event.DOCUMENTS_LINKED": {"zh": "已加入最佳段落按标题提到的文档", "en": "Documents the best passage names by title added"},
     "web.event.NAME_WRITTEN_IN_FULL": {"zh": "人名按来源写全", "en": "Name written in full, as the source writes it"},
     "web.event.CHOICE_UNDECIDED": {"zh": "两边的核实结果未能选定，由推理步骤作答",
                                    "en": "The two sides' verdicts did not choose; the reasoning step answers"},

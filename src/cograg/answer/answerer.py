@@ -32,6 +32,7 @@ from cograg.models import LLMOutputError, ModelError
 from cograg.prompts import load_prompt
 from cograg.questions import QuestionError, checked_question, expects_number, has_number, needs_clarification
 from cograg.retrieval.hops import with_follow_up
+from cograg.retrieval.links import linked_context
 from cograg.retrieval.models import SearchResult
 from cograg.retrieval.packing import ContextBlock, block_holding, pack_context
 from cograg.text import is_chinese, language_of, shown_score
@@ -52,8 +53,12 @@ DESCRIBED_REASON = ('the answer names "{name}", which is the {phrase} that the q
 class Answerer:
     def __init__(self, *, search: Callable[[str], SearchResult], llm: Any, verifier: Verifier,
                  config: AnswerConfig | None = None, save_trace: Callable[[Trace], None] | None = None,
-                 verification: VerificationConfig | None = None) -> None:
+                 verification: VerificationConfig | None = None,
+                 lookup: Callable[[str], SearchResult] | None = None) -> None:
         self.search = search
+        # a search of a name for `answer.linked_documents`, outside the turn's recorded searches: a
+        # name's likeness to the document it titles says nothing about how well the sources answer
+        self.lookup = lookup
         self.llm = llm
         self.verifier = verifier
         self.config = config or AnswerConfig()
@@ -176,6 +181,10 @@ class Answerer:
             # question the gate refuses below makes no second search
             if self.config.follow_up_hop and (not evidence_gate or self._evidence_ok(result)):
                 result = self.follow_up(q, result)
+                if self.lookup is not None:
+                    result, links = linked_context(result, q, self.lookup, mode=self.config.linked_documents)
+                    if links:
+                        trace.event("DOCUMENTS_LINKED", links=links)
         hidden.update(result.hidden_chunk_ids())
         trace.retrieved += [{"chunk_id": h.chunk_id, "doc_id": h.doc_id, "score": round(h.score, 5),
                              "retrievers": {k: v.model_dump() for k, v in h.retrievers.items()}} for h in result.hits

@@ -77,7 +77,7 @@ def is_hop_query(query: str, seen: Iterable[SearchHit]) -> bool:
     return any(query.endswith("\n" + h.text) for h in seen if h.text)
 
 
-def _unit(hit: SearchHit) -> tuple[str, object]:
+def document_unit(hit: SearchHit) -> tuple[str, object]:
     """What a reader takes for one document: a file, or one record of a JSON/CSV file (a HotpotQA
     paragraph is a record of the corpus file)."""
     return hit.doc_id, hit.metadata.get("record_id")
@@ -91,13 +91,13 @@ def _merged(first: list[SearchHit], second: list[SearchHit]) -> list[SearchHit]:
     other new hits (more chunks of documents in front) and the first search's tail."""
     half, two_thirds = max(1, len(first) // 2), max(1, len(first) * 2 // 3)
     front = first[:half]
-    front_units = {_unit(h) for h in front}
+    front_units = {document_unit(h) for h in front}
     middle = first[half:two_thirds]
-    kept = front + [h for h in middle if _unit(h) in front_units]
+    kept = front + [h for h in middle if document_unit(h) in front_units]
     kept_ids = {h.chunk_id for h in kept}
     added = [h for h in second if h.chunk_id not in kept_ids]
-    novel = [h for h in added if _unit(h) not in front_units]
+    novel = [h for h in added if document_unit(h) not in front_units]
     return kept + novel + [h for h in middle if h.chunk_id not in kept_ids] + added + first[two_thirds:]
 
 
-__all__ = ["HopMerge", "follow_up_search", "hop_query", "is_hop_query", "with_follow_up"]
+__all__ = ["HopMerge", "document_unit", "follow_up_search", "hop_query", "is_hop_query", "with_follow_up"]
