@@ -203,3 +203,50 @@ def test_an_r1_turn_reads_the_linked_document_and_the_turns_searches_leave_the_l
     assert all(e["name"] != "DOCUMENTS_LINKED" for e in trace["events"])
     # without the link, the three hits are Kate Ramsay's paragraph and its look-alikes
     assert "creator was Reg Watson" not in prompts[-1] and resp.fallback
+
+
+def test_a_document_the_caller_may_not_read_is_never_linked(tmp_path):
+    import json
+
+    from cograg.config import Settings
+    from cograg.engine import Engine
+    from cograg.models.judge import LexicalJudge
+    from cograg.orchestrator.orchestrator import TurnOptions
+    from cograg.retrieval.models import Principal
+    from cograg.testing import ScriptedLLM
+    from tests.fakes import HashingEmbedder
+    from tests.test_answer import OPEN
+
+    public, secret = tmp_path / "public", tmp_path / "secret"
+    public.mkdir()
+    secret.mkdir()
+    characters = [("Kate Ramsay", KATE), ("Sophie Ramsay", SOPHIE)]
+    (public / "characters.jsonl").write_text("".join(json.dumps({"_id": f"P{i}", "title": t, "text": x}) + "\n"
+                                                     for i, (t, x) in enumerate(characters)), encoding="utf-8")
+    (secret / "shows.jsonl").write_text(json.dumps({"_id": "S0", "title": "Neighbours", "text": NEIGHBOURS}) + "\n",
+                                        encoding="utf-8")
+    settings = Settings(store=tmp_path / "store", verification={"judge": "lexical", "min_claim_similarity": -1.0})
+    prompts: list[str] = []
+
+    def refuse(messages):
+        prompts.append(messages[-1].content)
+        return json.dumps({"answer": "", "citations": [], "fallback": True})
+
+    with Engine.open(settings=settings, embedder=HashingEmbedder(), llm=ScriptedLLM([refuse] * 8),
+                     judge=LexicalJudge()) as eng:
+        eng.ingest([public])
+        eng.ingest([secret], acl=["writers"])
+        answer = OPEN.model_copy(update={"retrieve_hits": 2})
+        opts = TurnOptions(answer=answer, use_llm_router=False, force_mode="R1_ONE_SHOT_RETRIEVE")
+
+        def linked(principal: Principal) -> list[str]:
+            prompts.clear()
+            trace = eng.trace(eng.ask(QUESTION, principal=principal, options=opts).trace_id)
+            return [l["title"] for e in trace["events"] if e["name"] == "DOCUMENTS_LINKED" for l in e["data"]["links"]]
+
+        # the look-up is the caller's own search: the ACL that keeps the document out of a search
+        # keeps it out of the links, the prompt and the trace
+        assert "Neighbours" not in linked(Principal(groups=["readers"]))
+        assert all("Reg Watson" not in p for p in prompts)
+        assert "Neighbours" in linked(Principal(groups=["writers"]))
+        assert any("Reg Watson" in p for p in prompts)
