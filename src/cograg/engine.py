@@ -154,16 +154,15 @@ class Engine:
         def search(question: str, k: int = 6) -> SearchResult:
             return self.retrieve(question, k=k, mode="hybrid", principal=principal, **(search_options or {}))
 
-        def lookup(name: str) -> SearchResult:  # a name's search for linked documents, not recorded by the turn
-            return search(name)
-
         def chunk_text(chunk_id: str) -> str:
             chunk = self.store.get_chunk(chunk_id)
             return chunk.text if chunk is not None else ""
 
         parts = self.components
         return Orchestrator(search=search, llm=deferred_llm(parts.llm),
-                            answerer_factory=lambda s, cfg: self.answerer(cfg, search=s, lookup=lookup, save_traces=False),
+                            # linked documents' name look-ups: this search, not the turn's recorded `s`
+                            answerer_factory=lambda s, cfg: self.answerer(cfg, search=s, lookup=search,
+                                                                          save_traces=False),
                             judge=parts.judge.get(), chunk_text=chunk_text,
                             save_trace=lambda t: self._save_trace(t, t.route or "answer"), bus=bus,
                             rules=parts.rules.get(), corpus_empty=lambda: self.store.count_chunks() == 0)

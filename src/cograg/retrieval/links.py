@@ -66,11 +66,11 @@ def _within(part: str, whole: str) -> bool:
     return bool(part) and f" {part} " in f" {whole} "
 
 
-def _is_title_of(title: str, name: str) -> bool:
-    """A document titled `title` is the one `name` names: its title is the name or a run of its
-    words ("James Stockdale" in "Vice Admiral James Stockdale"). A one-word title must be the whole
-    name and five letters long, so that "Universal" is not read into "Universal Pictures"."""
-    t, n = title_key(title), title_key(name)
+def _is_title_of(t: str, n: str) -> bool:
+    """A document whose title key is `t` is the one the name keyed `n` names: its title is the name
+    or a run of its words ("James Stockdale" in "Vice Admiral James Stockdale"). A one-word title
+    must be the whole name and five letters long, so that "Universal" is not read into "Universal
+    Pictures"."""
     if not t or not n:
         return False
     if " " not in t:
@@ -112,9 +112,10 @@ def linked_context(result: SearchResult, question: str, lookup: Callable[[str], 
     visible = [h for h in result.hits if h.snippet_visible]
     if not visible:
         return result, []
+    titles = {h.chunk_id: title_key(unit_title(h)) for h in result.hits}  # each hit's, keyed once
     seed = visible[0]
-    own = {unit_key(seed)} | {unit_key(h) for h in visible if _within(title_key(unit_title(h)), q_key)}
-    own_titles = {title_key(unit_title(h)) for h in result.hits if unit_key(h) in own}
+    own = {unit_key(seed)} | {unit_key(h) for h in visible if _within(titles[h.chunk_id], q_key)}
+    own_titles = {titles[h.chunk_id] for h in result.hits if unit_key(h) in own}
     names: list[str] = []
     for h in visible:
         if unit_key(h) in own:
@@ -126,10 +127,13 @@ def linked_context(result: SearchResult, question: str, lookup: Callable[[str], 
         key = title_key(name)
         if key in own_titles or _within(key, q_key):
             continue  # a document the question already names
-        found = next((h for h in result.hits if _is_title_of(unit_title(h), name)), None)
+        found = next((h for h in result.hits if _is_title_of(titles[h.chunk_id], key)), None)
         if found is None and lookups < max_lookups:
             lookups += 1
-            found = next((h for h in lookup(name).hits if _is_title_of(unit_title(h), name)), None)
+            for h in lookup(name).hits:
+                if _is_title_of(t := title_key(unit_title(h)), key):
+                    found, titles[h.chunk_id] = h, t
+                    break
         if found is None or unit_key(found) in own or unit_key(found) in linked:
             continue
         linked[unit_key(found)] = found
@@ -144,11 +148,15 @@ def linked_context(result: SearchResult, question: str, lookup: Callable[[str], 
     # a hit that names one of those documents in turn stays with them: the daughter's paragraph
     # that names the actor linked from the character's (a name of two words or more: one word
     # names too much)
-    keys = {k for k in (title_key(unit_title(h)) for h in front) if " " in k}
+    keys = {titles[h.chunk_id] for h in front if " " in titles[h.chunk_id]}
     placed = {h.chunk_id for h in front}
-    naming = [h for h in result.hits if h.chunk_id not in placed and any(_within(k, title_key(h.text)) for k in keys)]
-    front += naming
-    placed |= {h.chunk_id for h in naming}
+    for h in result.hits:
+        if h.chunk_id in placed:
+            continue
+        text = title_key(h.text)
+        if any(_within(k, text) for k in keys):
+            front.append(h)
+            placed.add(h.chunk_id)
     rest = [] if mode == "only" else [h for h in result.hits if h.chunk_id not in placed]
     return result.model_copy(update={"hits": front + rest}), links
 
